@@ -1,0 +1,53 @@
+//! `cargo xtask`: cancelkit's build tasks.
+//!
+//! ```text
+//! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
+//! cargo xtask test                the whole test suite, as CI runs it
+//! ```
+
+mod codegen;
+mod test;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  codegen [--check]   regenerate the bindings in generated/src from schema/*.json;
+                      with --check, write nothing, list stale files and exit 1 if any
+  test                run the whole test suite: codegen check, fmt, clippy, tests, docs
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["codegen", rest @ ..] => codegen::main(rest),
+        ["test"] => test::main(),
+        ["help" | "--help" | "-h"] => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(format!(
+            "unknown or missing task: {}\n\n{USAGE}",
+            args.join(" ")
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the directory holding the top-level `Cargo.toml`).
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
