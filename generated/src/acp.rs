@@ -38,7 +38,7 @@ pub struct CancelRequestNotification {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum CancelRequestNotificationMethod {
     /// The literal `"$/cancel_request"`.
@@ -54,7 +54,9 @@ impl ::std::fmt::Display for CancelRequestNotificationMethod {
 }
 impl ::std::str::FromStr for CancelRequestNotificationMethod {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "$/cancel_request" => Ok(Self::CancelRequest),
             _ => Err("invalid value".into()),
@@ -63,7 +65,9 @@ impl ::std::str::FromStr for CancelRequestNotificationMethod {
 }
 impl ::std::convert::TryFrom<&str> for CancelRequestNotificationMethod {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -81,11 +85,10 @@ Any ACP v1 peer may receive it without declaring a capability. The receiver may 
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct CancelRequestParams {
     ///Implementation-defined metadata.
-    #[serde(
-        rename = "_meta",
-        skip_serializing_if = "::std::option::Option::is_none"
-    )]
-    pub meta: ::std::option::Option<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+    #[serde(rename = "_meta", skip_serializing_if = "::std::option::Option::is_none")]
+    pub meta: ::std::option::Option<
+        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    >,
     ///The id of the request to cancel, as the sender of that request chose it. ACP's schema also admits `null`, which names no request.
     #[serde(
         rename = "requestId",
@@ -136,7 +139,7 @@ pub struct DraftCancelRequestNotification {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum DraftCancelRequestNotificationMethod {
     /// The literal `"$/cancelRequest"`.
@@ -152,7 +155,9 @@ impl ::std::fmt::Display for DraftCancelRequestNotificationMethod {
 }
 impl ::std::str::FromStr for DraftCancelRequestNotificationMethod {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "$/cancelRequest" => Ok(Self::CancelRequest),
             _ => Err("invalid value".into()),
@@ -161,11 +166,14 @@ impl ::std::str::FromStr for DraftCancelRequestNotificationMethod {
 }
 impl ::std::convert::TryFrom<&str> for DraftCancelRequestNotificationMethod {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
-impl ::std::convert::TryFrom<::std::string::String> for DraftCancelRequestNotificationMethod {
+impl ::std::convert::TryFrom<::std::string::String>
+for DraftCancelRequestNotificationMethod {
     type Error = self::error::ConversionError;
     fn try_from(
         value: ::std::string::String,
@@ -195,11 +203,10 @@ pub struct PromptResponse {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct PromptResult {
     ///Implementation-defined metadata.
-    #[serde(
-        rename = "_meta",
-        skip_serializing_if = "::std::option::Option::is_none"
-    )]
-    pub meta: ::std::option::Option<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+    #[serde(rename = "_meta", skip_serializing_if = "::std::option::Option::is_none")]
+    pub meta: ::std::option::Option<
+        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    >,
     ///Why the turn ended.
     #[serde(rename = "stopReason")]
     pub stop_reason: StopReason,
@@ -228,7 +235,7 @@ pub struct SessionCancelNotification {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum SessionCancelNotificationMethod {
     /// The literal `"session/cancel"`.
@@ -244,7 +251,9 @@ impl ::std::fmt::Display for SessionCancelNotificationMethod {
 }
 impl ::std::str::FromStr for SessionCancelNotificationMethod {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "session/cancel" => Ok(Self::SessionCancel),
             _ => Err("invalid value".into()),
@@ -253,7 +262,9 @@ impl ::std::str::FromStr for SessionCancelNotificationMethod {
 }
 impl ::std::convert::TryFrom<&str> for SessionCancelNotificationMethod {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -271,11 +282,10 @@ The agent should stop its model and tool calls, cancel its own outstanding reque
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct SessionCancelParams {
     ///Implementation-defined metadata.
-    #[serde(
-        rename = "_meta",
-        skip_serializing_if = "::std::option::Option::is_none"
-    )]
-    pub meta: ::std::option::Option<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+    #[serde(rename = "_meta", skip_serializing_if = "::std::option::Option::is_none")]
+    pub meta: ::std::option::Option<
+        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    >,
     ///The session whose prompt turn is cancelled.
     #[serde(rename = "sessionId")]
     pub session_id: ::std::string::String,
@@ -291,7 +301,7 @@ pub struct SessionCancelParams {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum StopReason {
     ///The turn finished normally.
@@ -323,7 +333,9 @@ impl ::std::fmt::Display for StopReason {
 }
 impl ::std::str::FromStr for StopReason {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "end_turn" => Ok(Self::EndTurn),
             "max_tokens" => Ok(Self::MaxTokens),
@@ -336,7 +348,9 @@ impl ::std::str::FromStr for StopReason {
 }
 impl ::std::convert::TryFrom<&str> for StopReason {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -357,12 +371,18 @@ pub mod error {
     );
     impl ::std::error::Error for ConversionError {}
     impl ::std::fmt::Display for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Display::fmt(&self.0, f)
         }
     }
     impl ::std::fmt::Debug for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Debug::fmt(&self.0, f)
         }
     }
@@ -418,4 +438,8 @@ pub const METHODS: &[&str] = &[
 ];
 /// The methods (or routes) in [`METHODS`] whose message asks the receiver to cancel
 /// something: a request, a session's turn, a task or a tool call.
-pub const CANCEL_METHODS: &[&str] = &["$/cancelRequest", "$/cancel_request", "session/cancel"];
+pub const CANCEL_METHODS: &[&str] = &[
+    "$/cancelRequest",
+    "$/cancel_request",
+    "session/cancel",
+];

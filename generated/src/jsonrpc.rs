@@ -59,7 +59,7 @@ pub struct ErrorResponse {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum JsonRpcVersion {
     /// The literal `"2.0"`.
@@ -75,7 +75,9 @@ impl ::std::fmt::Display for JsonRpcVersion {
 }
 impl ::std::str::FromStr for JsonRpcVersion {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "2.0" => Ok(Self::X20),
             _ => Err("invalid value".into()),
@@ -84,7 +86,9 @@ impl ::std::str::FromStr for JsonRpcVersion {
 }
 impl ::std::convert::TryFrom<&str> for JsonRpcVersion {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -127,9 +131,10 @@ impl ::std::convert::From<::std::vec::Vec<::serde_json::Value>> for Notification
     }
 }
 impl ::std::convert::From<::serde_json::Map<::std::string::String, ::serde_json::Value>>
-    for NotificationParams
-{
-    fn from(value: ::serde_json::Map<::std::string::String, ::serde_json::Value>) -> Self {
+for NotificationParams {
+    fn from(
+        value: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    ) -> Self {
         Self::Object(value)
     }
 }
@@ -161,9 +166,10 @@ impl ::std::convert::From<::std::vec::Vec<::serde_json::Value>> for RequestParam
     }
 }
 impl ::std::convert::From<::serde_json::Map<::std::string::String, ::serde_json::Value>>
-    for RequestParams
-{
-    fn from(value: ::serde_json::Map<::std::string::String, ::serde_json::Value>) -> Self {
+for RequestParams {
+    fn from(
+        value: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    ) -> Self {
         Self::Object(value)
     }
 }
@@ -186,12 +192,18 @@ pub mod error {
     );
     impl ::std::error::Error for ConversionError {}
     impl ::std::fmt::Display for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Display::fmt(&self.0, f)
         }
     }
     impl ::std::fmt::Debug for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Debug::fmt(&self.0, f)
         }
     }
@@ -370,7 +382,15 @@ assert_ne!(id, RequestId::from("7"));
 assert_eq!(RequestId::from("7").to_string(), r#""7""#);
 ```*/
 #[derive(
-    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    ::serde::Serialize,
+    ::serde::Deserialize
 )]
 #[serde(untagged, expecting = "a request id: a string or an integer")]
 pub enum RequestId {
@@ -383,7 +403,9 @@ impl ::std::fmt::Display for RequestId {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match self {
             Self::Number(n) => ::std::fmt::Display::fmt(n, f),
-            Self::String(s) => ::std::fmt::Display::fmt(&::serde_json::Value::from(s.as_str()), f),
+            Self::String(s) => {
+                ::std::fmt::Display::fmt(&::serde_json::Value::from(s.as_str()), f)
+            }
         }
     }
 }

@@ -29,13 +29,21 @@
 
 #![warn(missing_docs)]
 
+// The generated modules are formatted by the generator (prettyplease); rustfmt leaves them alone
+// so that `cargo fmt` and `cargo xtask codegen --check` never disagree.
+#[rustfmt::skip]
 pub mod acp;
+#[rustfmt::skip]
 pub mod gateway;
+#[rustfmt::skip]
 pub mod jsonrpc;
+#[rustfmt::skip]
 pub mod rap;
 
 /// Model Context Protocol, one module per protocol revision.
 pub mod mcp {
+    #[rustfmt::skip]
     pub mod v2024_11_05;
+    #[rustfmt::skip]
     pub mod v2025_11_25;
 }

@@ -46,7 +46,9 @@ pub struct ToolResult {
     pub call_id: ::std::option::Option<::std::string::String>,
     ///The result as structured content blocks.
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-    pub content: ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+    pub content: ::std::vec::Vec<
+        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    >,
     ///The `group_id` of the invocation.
     pub group_id: ::std::string::String,
     ///The `id` of the invocation.
@@ -75,7 +77,7 @@ pub struct ToolResult {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum ToolResultType {
     /// The literal `"tool_result"`.
@@ -91,7 +93,9 @@ impl ::std::fmt::Display for ToolResultType {
 }
 impl ::std::str::FromStr for ToolResultType {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "tool_result" => Ok(Self::ToolResult),
             _ => Err("invalid value".into()),
@@ -100,7 +104,9 @@ impl ::std::str::FromStr for ToolResultType {
 }
 impl ::std::convert::TryFrom<&str> for ToolResultType {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -121,12 +127,18 @@ pub mod error {
     );
     impl ::std::error::Error for ConversionError {}
     impl ::std::fmt::Display for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Display::fmt(&self.0, f)
         }
     }
     impl ::std::fmt::Debug for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Debug::fmt(&self.0, f)
         }
     }

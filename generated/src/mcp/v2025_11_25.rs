@@ -30,7 +30,7 @@ pub struct CancelTaskRequest {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum CancelTaskRequestMethod {
     /// The literal `"tasks/cancel"`.
@@ -46,7 +46,9 @@ impl ::std::fmt::Display for CancelTaskRequestMethod {
 }
 impl ::std::str::FromStr for CancelTaskRequestMethod {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "tasks/cancel" => Ok(Self::TasksCancel),
             _ => Err("invalid value".into()),
@@ -55,7 +57,9 @@ impl ::std::str::FromStr for CancelTaskRequestMethod {
 }
 impl ::std::convert::TryFrom<&str> for CancelTaskRequestMethod {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -149,7 +153,7 @@ pub struct CancelledNotification {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum CancelledNotificationMethod {
     /// The literal `"notifications/cancelled"`.
@@ -165,7 +169,9 @@ impl ::std::fmt::Display for CancelledNotificationMethod {
 }
 impl ::std::str::FromStr for CancelledNotificationMethod {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "notifications/cancelled" => Ok(Self::NotificationsCancelled),
             _ => Err("invalid value".into()),
@@ -174,7 +180,9 @@ impl ::std::str::FromStr for CancelledNotificationMethod {
 }
 impl ::std::convert::TryFrom<&str> for CancelledNotificationMethod {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -232,16 +240,16 @@ impl ::std::ops::Deref for EmptyCapability {
     }
 }
 impl ::std::convert::From<EmptyCapability>
-    for ::serde_json::Map<::std::string::String, ::serde_json::Value>
-{
+for ::serde_json::Map<::std::string::String, ::serde_json::Value> {
     fn from(value: EmptyCapability) -> Self {
         value.0
     }
 }
 impl ::std::convert::From<::serde_json::Map<::std::string::String, ::serde_json::Value>>
-    for EmptyCapability
-{
-    fn from(value: ::serde_json::Map<::std::string::String, ::serde_json::Value>) -> Self {
+for EmptyCapability {
+    fn from(
+        value: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    ) -> Self {
         Self(value)
     }
 }
@@ -296,7 +304,7 @@ pub struct Task {
     Hash,
     Ord,
     PartialEq,
-    PartialOrd,
+    PartialOrd
 )]
 pub enum TaskStatus {
     /// The literal `"working"`.
@@ -328,7 +336,9 @@ impl ::std::fmt::Display for TaskStatus {
 }
 impl ::std::str::FromStr for TaskStatus {
     type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "working" => Ok(Self::Working),
             "input_required" => Ok(Self::InputRequired),
@@ -341,7 +351,9 @@ impl ::std::str::FromStr for TaskStatus {
 }
 impl ::std::convert::TryFrom<&str> for TaskStatus {
     type Error = self::error::ConversionError;
-    fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
     }
 }
@@ -378,12 +390,18 @@ pub mod error {
     );
     impl ::std::error::Error for ConversionError {}
     impl ::std::fmt::Display for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Display::fmt(&self.0, f)
         }
     }
     impl ::std::fmt::Debug for ConversionError {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> Result<(), ::std::fmt::Error> {
+        fn fmt(
+            &self,
+            f: &mut ::std::fmt::Formatter<'_>,
+        ) -> Result<(), ::std::fmt::Error> {
             ::std::fmt::Debug::fmt(&self.0, f)
         }
     }
