@@ -74,9 +74,9 @@ pub fn main(args: &[&str]) -> Result<(), String> {
                 let value = args
                     .next()
                     .ok_or_else(|| format!("{arg} needs a directory"))?;
-                let dir = std::env::current_dir()
-                    .map_err(|e| e.to_string())?
-                    .join(value);
+                let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+                let dir = cwd.join(value);
+                paths.root = cwd;
                 if *arg == "--schema-dir" {
                     paths.schema_dir = dir;
                 } else {
