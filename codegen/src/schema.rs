@@ -358,7 +358,7 @@ impl SchemaSet {
             }
         }
         if let Some(cancels) = obj.get("x-cancel") {
-            if !cancels.as_str().is_some_and(|c| !c.is_empty()) {
+            if cancels.as_str().is_none_or(str::is_empty) {
                 return Err(file.error(
                     &pointer(at, "x-cancel"),
                     "`x-cancel` must name what the message cancels, e.g. \"request\"",
@@ -452,15 +452,11 @@ impl SchemaSet {
                         ));
                     }
                 }
-                "enum" => {
-                    if !value.as_array().is_some_and(|v| !v.is_empty()) {
-                        return Err(file.error(&here, "`enum` must be a non-empty array"));
-                    }
+                "enum" if value.as_array().is_none_or(Vec::is_empty) => {
+                    return Err(file.error(&here, "`enum` must be a non-empty array"));
                 }
-                "description" | "title" => {
-                    if !value.is_string() {
-                        return Err(file.error(&here, format!("`{key}` must be a string")));
-                    }
+                "description" | "title" if !value.is_string() => {
+                    return Err(file.error(&here, format!("`{key}` must be a string")));
                 }
                 "properties" => {
                     let props = value
@@ -509,17 +505,13 @@ impl SchemaSet {
                         )?;
                     }
                 }
-                "minimum" | "maximum" => {
-                    if !value.is_number() {
-                        return Err(file.error(&here, format!("`{key}` must be a number")));
-                    }
+                "minimum" | "maximum" if !value.is_number() => {
+                    return Err(file.error(&here, format!("`{key}` must be a number")));
                 }
-                "minLength" | "maxLength" | "minItems" | "maxItems" => {
-                    if !value.is_u64() {
-                        return Err(
-                            file.error(&here, format!("`{key}` must be a non-negative integer"))
-                        );
-                    }
+                "minLength" | "maxLength" | "minItems" | "maxItems" if !value.is_u64() => {
+                    return Err(
+                        file.error(&here, format!("`{key}` must be a non-negative integer"))
+                    );
                 }
                 _ => {}
             }

@@ -93,7 +93,7 @@ fn nulls_dropped_where_absent(sent: &Value, got: &Value) -> Value {
     match (sent, got) {
         (Value::Object(sent), Value::Object(got)) => Value::Object(
             sent.iter()
-                .filter(|(k, v)| !(v.is_null() && !got.contains_key(*k)))
+                .filter(|(k, v)| !v.is_null() || got.contains_key(*k))
                 .map(|(k, v)| {
                     let v = match got.get(k) {
                         Some(g) => nulls_dropped_where_absent(v, g),
