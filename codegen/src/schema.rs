@@ -452,9 +452,7 @@ impl SchemaSet {
                         ));
                     }
                 }
-                "enum" if value.as_array().is_none_or(Vec::is_empty) => {
-                    return Err(file.error(&here, "`enum` must be a non-empty array"));
-                }
+                "enum" => check_enum(file, &here, value, obj.get("type"))?,
                 "description" | "title" if !value.is_string() => {
                     return Err(file.error(&here, format!("`{key}` must be a string")));
                 }
@@ -518,6 +516,65 @@ impl SchemaSet {
         }
         Ok(())
     }
+}
+
+/// The JSON type name of a value, as `type` spells it.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// An `enum` is non-empty and its values fit `type`; without `type`, all non-null values share
+/// one JSON type (typify cannot build a Rust enum over mixed types).
+fn check_enum(file: &SchemaFile, at: &str, values: &Value, ty: Option<&Value>) -> Result<()> {
+    let values = values
+        .as_array()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| file.error(at, "`enum` must be a non-empty array"))?;
+    let allowed: Vec<&str> = match ty {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let fits = |value: &Value| {
+        let t = json_type(value);
+        allowed.contains(&t) || (t == "integer" && allowed.contains(&"number"))
+    };
+    for (i, value) in values.iter().enumerate() {
+        if !allowed.is_empty() && !fits(value) {
+            return Err(file.error(
+                &pointer(at, &i.to_string()),
+                format!("{value} does not match the `type` ({})", allowed.join(", ")),
+            ));
+        }
+    }
+    let mut kinds: Vec<&str> = values
+        .iter()
+        .filter(|v| !v.is_null())
+        .map(json_type)
+        .collect();
+    if kinds.contains(&"number") {
+        kinds.retain(|k| *k != "integer");
+    }
+    kinds.sort_unstable();
+    kinds.dedup();
+    if allowed.is_empty() && kinds.len() > 1 {
+        return Err(file.error(
+            at,
+            format!(
+                "`enum` mixes {}; give it a `type` or split it with `anyOf`",
+                kinds.join(" and ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `x-codegen: "request-id"`: an `anyOf` of one integer and one string branch.

@@ -55,40 +55,23 @@ pub(crate) fn module_tokens(
         defs.insert(name.clone(), schemars::schema::Schema::Bool(true));
     }
 
-    let mut space = TypeSpace::new(&settings);
-    let converted = catch_unwind(AssertUnwindSafe(|| {
-        space.add_ref_types(defs)?;
-        Ok::<_, typify::Error>(space.to_stream())
-    }));
-    let types = match converted {
-        Ok(Ok(tokens)) => tokens,
-        Ok(Err(e)) => {
-            let at = match &e {
-                typify::Error::InvalidSchema {
-                    type_name: Some(name),
-                    ..
-                } if file.defs().contains_key(name) => pointer("/$defs", name),
-                _ => "/$defs".to_owned(),
-            };
-            return Err(Error::Schema {
-                file: file.display.clone(),
-                pointer: at,
-                message: format!("typify cannot convert this schema: {e}"),
-            });
+    let types = convert(&settings, defs.clone()).map_err(|failure| {
+        // Pin the failure on one definition: convert each alone, the others standing in as
+        // opaque values, and report the first that fails on its own.
+        let culprit = file.definitions().find(|def| {
+            let mut alone = settings.clone();
+            for other in defs.keys().filter(|name| **name != def.name) {
+                alone.with_replacement(other, "::serde_json::Value", std::iter::empty());
+            }
+            convert(&alone, defs.clone()).is_err()
+        });
+        Error::Schema {
+            file: file.display.clone(),
+            pointer: culprit
+                .map_or_else(|| "/$defs".to_owned(), |def| pointer("/$defs", &def.name)),
+            message: failure,
         }
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("unknown failure");
-            return Err(Error::Schema {
-                file: file.display.clone(),
-                pointer: "/$defs".to_owned(),
-                message: format!("typify failed on a construct it does not support: {what}"),
-            });
-        }
-    };
+    })?;
 
     let mut tokens = types;
     for def in file.definitions() {
@@ -96,6 +79,31 @@ pub(crate) fn module_tokens(
     }
     tokens.extend(emit::method_tables(file));
     Ok(tokens)
+}
+
+/// Runs typify over one file's definitions. typify reports some unsupported schemas by
+/// panicking; those panics are caught and returned as errors like any other.
+fn convert(
+    settings: &TypeSpaceSettings,
+    defs: BTreeMap<String, schemars::schema::Schema>,
+) -> Result<TokenStream, String> {
+    let converted = catch_unwind(AssertUnwindSafe(|| {
+        let mut space = TypeSpace::new(settings);
+        space.add_ref_types(defs)?;
+        Ok::<_, typify::Error>(space.to_stream())
+    }));
+    match converted {
+        Ok(Ok(tokens)) => Ok(tokens),
+        Ok(Err(e)) => Err(format!("typify cannot convert this schema: {e}")),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown failure");
+            Err(format!("typify does not support this construct: {what}"))
+        }
+    }
 }
 
 /// Copies a schema node for typify: drops cancelkit's `x-` keywords and rewrites `$ref`s.

@@ -182,6 +182,14 @@ fn unsupported_constructs_are_named() {
             "schema/demo.json#/$defs/A/x-methd: unknown extension keyword `x-methd`",
         ),
         (
+            r#""A": {"description": "a", "enum": [1, "one"]}"#,
+            "schema/demo.json#/$defs/A/enum: `enum` mixes integer and string; give it a `type` or split it with `anyOf`",
+        ),
+        (
+            r#""A": {"description": "a", "type": "string", "enum": ["a", 2]}"#,
+            "schema/demo.json#/$defs/A/enum/1: 2 does not match the `type` (string)",
+        ),
+        (
             r#""A": {"description": "a", "type": "text"}"#,
             "schema/demo.json#/$defs/A/type: `type` must be one of",
         ),
@@ -291,5 +299,18 @@ fn a_local_definition_shadowing_a_referenced_one_is_reported() {
     fails_with(
         &[("shared.json", &shared), ("demo.json", &demo)],
         "schema/demo.json#/$defs/Id: `Id` is defined here and also referenced from another schema file",
+    );
+}
+
+/// Constructs typify rejects by panicking are reported as errors on the definition that holds
+/// them, not as a panic.
+#[test]
+fn typify_failures_are_pinned_to_their_definition() {
+    let defs = r##""Fine": {"description": "fine", "type": "string"},
+        "Odd": {"description": "odd", "type": ["string", "integer"], "enum": [1, "a"]},
+        "User": {"description": "uses odd", "type": "object", "properties": {"o": {"description": "o", "$ref": "#/$defs/Odd"}}}"##;
+    fails_with(
+        &[("demo.json", &schema_with(defs))],
+        "schema/demo.json#/$defs/Odd: typify does not support this construct",
     );
 }
