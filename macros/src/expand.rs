@@ -1,0 +1,299 @@
+//! The expansion of `#[cancellable]`, as a pure function from tokens to tokens.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote};
+use syn::spanned::Spanned;
+use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+
+/// Expands `#[cancellable(attr)] item`. On misuse, returns `item` unchanged followed by a
+/// `compile_error!` spanned on the offending tokens.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let result = syn::parse2::<ItemFn>(item.clone())
+        .map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                format!("#[cancellable] goes on an `async fn` with a body: {e}"),
+            )
+        })
+        .and_then(|func| {
+            let options = Options::parse(attr)?;
+            generate(options, func)
+        });
+    match result {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            let mut tokens = item;
+            tokens.extend(error.to_compile_error());
+            tokens
+        }
+    }
+}
+
+/// The parsed attribute arguments.
+#[derive(Default)]
+struct Options {
+    cooperative: Option<Span>,
+    timeout_ms: Option<u64>,
+    on_cancel: Option<(Span, syn::ExprPath)>,
+    token: Option<syn::Ident>,
+    krate: Option<syn::Path>,
+}
+
+const KNOWN: &str =
+    "`cooperative`, `timeout = \"30s\"`, `on_cancel = path`, `token = param`, `crate = \"path\"`";
+
+impl Options {
+    fn parse(attr: TokenStream) -> syn::Result<Self> {
+        let mut options = Options::default();
+        let parser = syn::meta::parser(|meta| {
+            let name = meta
+                .path
+                .get_ident()
+                .map(ToString::to_string)
+                .unwrap_or_else(|| meta.path.to_token_stream().to_string());
+            let duplicate = || meta.error(format!("`{name}` is given twice"));
+            match name.as_str() {
+                "cooperative" => {
+                    if options.cooperative.is_some() {
+                        return Err(duplicate());
+                    }
+                    options.cooperative = Some(meta.path.span());
+                }
+                "timeout" => {
+                    if options.timeout_ms.is_some() {
+                        return Err(duplicate());
+                    }
+                    let lit: syn::LitStr = meta.value()?.parse().map_err(|e| {
+                        syn::Error::new(
+                            e.span(),
+                            "`timeout` takes a string such as \"30s\", \"500ms\" or \"2m\"",
+                        )
+                    })?;
+                    options.timeout_ms = Some(parse_duration_ms(&lit.value()).ok_or_else(|| {
+                        syn::Error::new(
+                            lit.span(),
+                            format!("malformed timeout {:?}: write a whole number followed by `ms`, `s` or `m`, such as \"30s\"", lit.value()),
+                        )
+                    })?);
+                }
+                "on_cancel" => {
+                    if options.on_cancel.is_some() {
+                        return Err(duplicate());
+                    }
+                    let span = meta.path.span();
+                    let expr: syn::Expr = meta.value()?.parse()?;
+                    match expr {
+                        syn::Expr::Path(path) => options.on_cancel = Some((span, path)),
+                        other => {
+                            return Err(syn::Error::new(
+                                other.span(),
+                                "`on_cancel` takes the path of a function to call, such as `on_cancel = cancelled_turn`",
+                            ));
+                        }
+                    }
+                }
+                "token" => {
+                    if options.token.is_some() {
+                        return Err(duplicate());
+                    }
+                    options.token = Some(meta.value()?.parse().map_err(|e| {
+                        syn::Error::new(e.span(), "`token` takes the name of a `CancellationToken` parameter, such as `token = ct`")
+                    })?);
+                }
+                "crate" => {
+                    if options.krate.is_some() {
+                        return Err(duplicate());
+                    }
+                    let lit: syn::LitStr = meta.value()?.parse()?;
+                    options.krate = Some(lit.parse().map_err(|_| {
+                        syn::Error::new(
+                            lit.span(),
+                            format!(
+                                "`crate` takes a path such as \"::cancelkit\", not {:?}",
+                                lit.value()
+                            ),
+                        )
+                    })?);
+                }
+                _ => {
+                    return Err(meta.error(format!(
+                        "unknown option `{name}`; #[cancellable] accepts {KNOWN}"
+                    )));
+                }
+            }
+            Ok(())
+        });
+        syn::parse::Parser::parse2(parser, attr)?;
+        if let (Some(_), Some((span, _))) = (options.cooperative, &options.on_cancel) {
+            return Err(syn::Error::new(
+                *span,
+                "`on_cancel` cannot be combined with `cooperative`: a cooperative body decides itself what to return when cancelled",
+            ));
+        }
+        Ok(options)
+    }
+}
+
+/// `"30s"` → 30 000; units `ms`, `s`, `m`.
+fn parse_duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let factor = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
+
+fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
+    let sig = &func.sig;
+    if let Some(constness) = &sig.constness {
+        return Err(syn::Error::new(
+            constness.span(),
+            "#[cancellable] cannot be used on a `const fn`: only `async fn`s can be cancelled",
+        ));
+    }
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new(
+            sig.fn_token.span(),
+            "#[cancellable] needs an `async fn`: only code that awaits can be cancelled",
+        ));
+    }
+    let return_type = match &sig.output {
+        ReturnType::Type(_, ty) if is_result(ty) => ty,
+        ReturnType::Type(_, ty) => {
+            return Err(syn::Error::new(
+                ty.span(),
+                "#[cancellable] needs a return type `Result<T, E>` with `E: From<cancelkit::Cancelled>`, so cancellation can be returned as an error",
+            ));
+        }
+        ReturnType::Default => {
+            return Err(syn::Error::new(
+                sig.ident.span(),
+                "#[cancellable] needs a return type `Result<T, E>` with `E: From<cancelkit::Cancelled>`; this function returns `()`",
+            ));
+        }
+    };
+
+    let krate = options
+        .krate
+        .as_ref()
+        .map(ToTokens::to_token_stream)
+        .unwrap_or_else(|| quote!(::cancelkit));
+    let scope = match &options.token {
+        None => quote!(#krate::__private::Scope::child_of_current()),
+        Some(name) => {
+            let ty = token_parameter(sig, name)?;
+            let borrow = if matches!(ty, Type::Reference(_)) {
+                quote!()
+            } else {
+                quote!(&)
+            };
+            quote!(#krate::__private::child_of_token(#borrow #name))
+        }
+    };
+    let timeout = match options.timeout_ms {
+        Some(ms) => quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms))),
+        None => quote!(::core::option::Option::None),
+    };
+
+    // Pin the async block's output to the declared return type, so `?` and `return` inside the
+    // body infer exactly as they do in the original function (the trick tracing's #[instrument]
+    // uses). Skipped when the return type has `impl Trait`, which cannot name a local's type.
+    let fake_return = (!mentions_impl_trait(return_type)).then(|| {
+        quote! {
+            #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::needless_return)]
+            if false {
+                let __cancelkit_return: #return_type = loop {};
+                return __cancelkit_return;
+            }
+        }
+    });
+    let block = &func.block;
+    let body = quote!(async move { #fake_return #block });
+
+    let call = if options.cooperative.is_some() {
+        quote!(#krate::__private::cooperative(#scope, #timeout, #body).await)
+    } else {
+        let on_cancel = match &options.on_cancel {
+            Some((_, path)) => quote!(#krate::__private::ReturnValue(#path)),
+            None => quote!(#krate::__private::ReturnError),
+        };
+        quote!(#krate::__private::abortable(#scope, #timeout, #on_cancel, #body).await)
+    };
+
+    let ItemFn {
+        attrs, vis, sig, ..
+    } = &func;
+    Ok(quote! {
+        #(#attrs)*
+        #vis #sig {
+            #call
+        }
+    })
+}
+
+/// Whether `ty` is spelled `Result<..>` (any path ending in `Result`, such as `io::Result<T>`).
+fn is_result(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == "Result"),
+        Type::Group(group) => is_result(&group.elem),
+        Type::Paren(paren) => is_result(&paren.elem),
+        _ => false,
+    }
+}
+
+fn mentions_impl_trait(ty: &Type) -> bool {
+    fn walk(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|tt| match tt {
+            proc_macro2::TokenTree::Ident(ident) => ident == "impl",
+            proc_macro2::TokenTree::Group(group) => walk(group.stream()),
+            _ => false,
+        })
+    }
+    walk(ty.to_token_stream())
+}
+
+/// The type of the parameter named by `token = name`, which must be a `CancellationToken`
+/// (owned or borrowed).
+fn token_parameter<'a>(sig: &'a syn::Signature, name: &syn::Ident) -> syn::Result<&'a Type> {
+    let param = sig.inputs.iter().find_map(|arg| match arg {
+        FnArg::Typed(typed) => match &*typed.pat {
+            Pat::Ident(ident) if ident.ident == *name => Some(&*typed.ty),
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    });
+    let ty = param.ok_or_else(|| {
+        syn::Error::new(
+            name.span(),
+            format!("`token = {name}` names no parameter of this function"),
+        )
+    })?;
+    let inner = match ty {
+        Type::Reference(reference) => &*reference.elem,
+        other => other,
+    };
+    let is_token = matches!(inner, Type::Path(path) if path.path.segments.last().is_some_and(|s| s.ident == "CancellationToken"));
+    if is_token {
+        Ok(ty)
+    } else {
+        Err(syn::Error::new(
+            ty.span(),
+            format!(
+                "`token = {name}` must name a `CancellationToken` (or `&CancellationToken`) parameter"
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

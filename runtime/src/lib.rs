@@ -1,0 +1,58 @@
+//! cancelkit: request cancellation that works across agent protocols.
+//!
+//! Put `#[cancellable]` on an async handler and it becomes cancellable by the peer, by a
+//! timeout, or by its caller, with cancellation reported as JSON-RPC error -32800:
+//!
+//! ```
+//! use cancelkit::{cancellable, JsonRpcError};
+//! use std::time::Duration;
+//!
+//! #[cancellable(timeout = "50ms")]
+//! async fn search(query: String) -> Result<Vec<String>, JsonRpcError> {
+//!     tokio::time::sleep(Duration::from_secs(5)).await; // dropped here when cancelled
+//!     Ok(vec![query])
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let error = search("rust".into()).await.unwrap_err();
+//! assert_eq!(error.code.code(), -32800);
+//! # }
+//! ```
+//!
+//! - [`scope`]: the ambient [`CancellationToken`] of the current task, child scopes and
+//!   [`spawn`] that carries cancellation into spawned tasks;
+//! - [`Cancelled`] and [`CancelReason`]: why an operation stopped;
+//! - [`JsonRpcError`]: the error a handler returns, with `From<Cancelled>` → -32800;
+//! - [`protocol`]: the generated protocol types (`cancelkit-protocol`), re-exported.
+
+#![warn(missing_docs)]
+
+mod cancelled;
+mod error;
+pub mod scope;
+
+#[doc(hidden)]
+pub mod __private {
+    //! Used by the `#[cancellable]` expansion; not a public API.
+    pub use crate::cancellable::{
+        Abortable, Cooperative, OnCancel, ReturnError, ReturnValue, abortable, cooperative,
+    };
+    pub use crate::scope::Scope;
+    pub use tokio_util::sync::CancellationToken;
+
+    /// The scope for a call that takes its parent from a `CancellationToken` parameter.
+    pub fn child_of_token(token: &CancellationToken) -> Scope {
+        Scope::new(token.child_token())
+    }
+}
+
+mod cancellable;
+
+pub use cancelkit_macros::cancellable;
+pub use cancelkit_protocol as protocol;
+pub use cancelled::{CancelReason, Cancelled};
+pub use error::JsonRpcError;
+pub use scope::{
+    Canceller, Scope, cancel_reason, cancelled, current, current_scope, is_cancelled, scope, spawn,
+};
+pub use tokio_util::sync::CancellationToken;
