@@ -1,7 +1,7 @@
 //! The expansion of `#[cancellable]`, as a pure function from tokens to tokens.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
@@ -223,7 +223,9 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
             Some((_, path)) => quote!(#krate::__private::ReturnValue(#path)),
             None => quote!(#krate::__private::ReturnError),
         };
-        quote!(#krate::__private::abortable(#scope, #timeout, #on_cancel, #body).await)
+        // Spanned on the return type: if `E: From<Cancelled>` is missing, the error points there.
+        let span = return_type.span();
+        quote_spanned!(span=> #krate::__private::abortable(#scope, #timeout, #on_cancel, #body).await)
     };
 
     let ItemFn {

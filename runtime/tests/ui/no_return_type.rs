@@ -1,0 +1,6 @@
+use cancelkit::cancellable;
+
+#[cancellable]
+async fn fire_and_forget() {}
+
+fn main() {}

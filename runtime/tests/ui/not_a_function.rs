@@ -1,0 +1,6 @@
+use cancelkit::cancellable;
+
+#[cancellable]
+struct Handler;
+
+fn main() {}
