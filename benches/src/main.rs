@@ -1,1 +1,26 @@
-fn main() {}
+//! cancelkit's side-by-side benchmarks. Run them with `cargo xtask bench [NAME]`.
+//!
+//! Every benchmark runs our code and its baseline in the same process, interleaved round by
+//! round, and prints ratios; a table is also written as JSON under `target/bench/`.
+
+mod alloc;
+mod macro_bench;
+mod report;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let names: Vec<&str> = if args.is_empty() {
+        vec!["macro"]
+    } else {
+        args.iter().map(String::as_str).collect()
+    };
+    for name in names {
+        match name {
+            "macro" => macro_bench::run(),
+            other => {
+                eprintln!("unknown benchmark `{other}`; available: macro");
+                std::process::exit(2);
+            }
+        }
+    }
+}

@@ -196,9 +196,11 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
             quote!(#krate::__private::child_of_token(#borrow #name))
         }
     };
-    let timeout = match options.timeout_ms {
-        Some(ms) => quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms))),
-        None => quote!(::core::option::Option::None),
+    let entered = match options.timeout_ms {
+        Some(ms) => {
+            quote!(#krate::__private::timeout(#scope, ::core::time::Duration::from_millis(#ms)))
+        }
+        None => quote!(#krate::__private::no_timeout(#scope)),
     };
 
     // Pin the async block's output to the declared return type, so `?` and `return` inside the
@@ -217,7 +219,7 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
     let body = quote!(async move { #fake_return #block });
 
     let call = if options.cooperative.is_some() {
-        quote!(#krate::__private::cooperative(#scope, #timeout, #body).await)
+        quote!(#krate::__private::cooperative(#entered, #body).await)
     } else {
         let on_cancel = match &options.on_cancel {
             Some((_, path)) => quote!(#krate::__private::ReturnValue(#path)),
@@ -225,7 +227,7 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
         };
         // Spanned on the return type: if `E: From<Cancelled>` is missing, the error points there.
         let span = return_type.span();
-        quote_spanned!(span=> #krate::__private::abortable(#scope, #timeout, #on_cancel, #body).await)
+        quote_spanned!(span=> #krate::__private::abortable(#entered, #on_cancel, #body).await)
     };
 
     let ItemFn {

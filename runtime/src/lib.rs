@@ -35,7 +35,8 @@ pub mod scope;
 pub mod __private {
     //! Used by the `#[cancellable]` expansion; not a public API.
     pub use crate::cancellable::{
-        Abortable, Cooperative, OnCancel, ReturnError, ReturnValue, abortable, cooperative,
+        Abortable, Cooperative, Deadline, NoTimeout, OnCancel, ReturnError, ReturnValue, Timer,
+        abortable, cooperative, no_timeout, timeout,
     };
     pub use crate::scope::Scope;
     pub use tokio_util::sync::CancellationToken;

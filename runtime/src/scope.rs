@@ -127,24 +127,37 @@ impl Scope {
     /// from (the peer's cancel, a timeout, shutdown); [`CancelReason::Parent`] when the token was
     /// cancelled without any recorded reason.
     pub fn cancel_reason(&self) -> Option<CancelReason> {
-        if !self.token.is_cancelled() {
-            return None;
-        }
-        let mut origin = self.origin.as_deref();
-        while let Some(o) = origin {
-            if o.token.is_cancelled()
-                && let Some(reason) = o.reason.get()
-            {
-                return Some(reason.clone());
-            }
-            origin = o.parent.as_deref();
-        }
-        Some(CancelReason::Parent)
+        self.token.is_cancelled().then(|| self.reasons().recorded())
+    }
+
+    /// Where this scope's cancellation reasons are recorded, detached from its token.
+    pub(crate) fn reasons(&self) -> Reasons {
+        Reasons(self.origin.clone())
     }
 
     /// Runs `fut` with this scope as the ambient scope.
     pub fn run<F: Future>(self, fut: F) -> tokio::task::futures::TaskLocalFuture<Scope, F> {
         CURRENT.scope(self, fut)
+    }
+}
+
+/// The chain of recorded reasons a scope can consult once it knows it is cancelled.
+#[derive(Debug, Clone)]
+pub(crate) struct Reasons(Option<Arc<Origin>>);
+
+impl Reasons {
+    /// The innermost reason recorded on a cancelled enclosing token, else `Parent`.
+    pub(crate) fn recorded(&self) -> CancelReason {
+        let mut origin = self.0.as_deref();
+        while let Some(o) = origin {
+            if o.token.is_cancelled()
+                && let Some(reason) = o.reason.get()
+            {
+                return reason.clone();
+            }
+            origin = o.parent.as_deref();
+        }
+        CancelReason::Parent
     }
 }
 

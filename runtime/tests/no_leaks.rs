@@ -68,7 +68,8 @@ fn a_million_calls_leave_no_child_tokens_or_memory_behind() {
         let live_after = LIVE_BYTES.load(Ordering::SeqCst);
         let allocations = ALLOCATIONS.load(Ordering::SeqCst) - allocations_before;
         assert_eq!(
-            live_after, live_before,
+            live_after,
+            live_before,
             "{} bytes still allocated after the calls",
             live_after - live_before
         );

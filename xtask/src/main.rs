@@ -3,8 +3,10 @@
 //! ```text
 //! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
 //! cargo xtask test                the whole test suite, as CI runs it
+//! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
 //! ```
 
+mod bench;
 mod codegen;
 mod test;
 
@@ -18,6 +20,8 @@ tasks:
   codegen [--check]   regenerate the bindings in generated/src from schema/*.json;
                       with --check, write nothing, list stale files and exit 1 if any
   test                run the whole test suite: codegen check, fmt, clippy, tests, docs
+  bench [NAME...]     run side-by-side benchmarks in release mode (macro); prints ratios
+                      and writes target/bench/NAME.json
 ";
 
 fn main() -> ExitCode {
@@ -27,6 +31,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["codegen", rest @ ..] => codegen::main(rest),
         ["test"] => test::main(),
+        ["bench", names @ ..] => bench::main(names),
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())
