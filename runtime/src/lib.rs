@@ -19,7 +19,7 @@
 //! # }
 //! ```
 //!
-//! - [`scope`]: the ambient [`CancellationToken`] of the current task, child scopes and
+//! - [`scope`](mod@scope): the ambient [`CancellationToken`] of the current task, child scopes and
 //!   [`spawn`] that carries cancellation into spawned tasks;
 //! - [`Cancelled`] and [`CancelReason`]: why an operation stopped;
 //! - [`JsonRpcError`]: the error a handler returns, with `From<Cancelled>` → -32800;
