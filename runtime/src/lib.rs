@@ -23,12 +23,14 @@
 //!   [`spawn`] that carries cancellation into spawned tasks;
 //! - [`Cancelled`] and [`CancelReason`]: why an operation stopped;
 //! - [`JsonRpcError`]: the error a handler returns, with `From<Cancelled>` → -32800;
+//! - [`peer`]: a JSON-RPC connection (ACP, MCP, LSP-style) with per-request cancellation;
 //! - [`protocol`]: the generated protocol types (`cancelkit-protocol`), re-exported.
 
 #![warn(missing_docs)]
 
 mod cancelled;
 mod error;
+pub mod peer;
 pub mod scope;
 
 #[doc(hidden)]

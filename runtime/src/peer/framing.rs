@@ -1,0 +1,255 @@
+//! Frame boundaries: newline-delimited JSON (ACP, MCP stdio) and `Content-Length` headers (LSP).
+//!
+//! The decoders never fail on content: an oversized or malformed frame becomes a
+//! [`Frame::Rejected`] item and decoding resumes at the next frame, so bad input costs one error
+//! response, never the connection. Only I/O errors end the stream.
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio_util::codec::Decoder;
+
+/// How messages are delimited on the byte stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// One JSON message per line (`\n`, optionally `\r\n`): ACP, MCP over stdio.
+    Lines,
+    /// `Content-Length: N\r\n\r\n` followed by N bytes: LSP.
+    ContentLength,
+}
+
+/// One decoded frame.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Frame {
+    /// A complete message's bytes.
+    Message(Bytes),
+    /// A frame that was skipped: too long, or with unreadable headers.
+    Rejected(&'static str),
+}
+
+/// Decoder for either framing with a maximum message size.
+#[derive(Debug)]
+pub(crate) struct FrameDecoder {
+    framing: Framing,
+    max_len: usize,
+    /// Lines: how far the buffer has been searched for a newline.
+    scanned: usize,
+    /// Lines: inside an oversized line, dropping bytes until its newline.
+    discarding: bool,
+    /// Content-Length: body bytes still to skip for an oversized message.
+    skip: usize,
+    /// Content-Length: the announced length of the body being awaited.
+    body_len: Option<usize>,
+}
+
+impl FrameDecoder {
+    pub(crate) fn new(framing: Framing, max_len: usize) -> Self {
+        Self {
+            framing,
+            max_len,
+            scanned: 0,
+            discarding: false,
+            skip: 0,
+            body_len: None,
+        }
+    }
+
+    fn decode_line(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        loop {
+            let Some(offset) = buf[self.scanned..].iter().position(|b| *b == b'\n') else {
+                if self.discarding || buf.len() > self.max_len {
+                    let first = !self.discarding;
+                    self.discarding = true;
+                    buf.clear();
+                    self.scanned = 0;
+                    if first {
+                        return Some(Frame::Rejected("message exceeds the maximum frame size"));
+                    }
+                } else {
+                    self.scanned = buf.len();
+                }
+                return None;
+            };
+            let end = self.scanned + offset;
+            let mut line = buf.split_to(end + 1);
+            self.scanned = 0;
+            if std::mem::take(&mut self.discarding) {
+                continue; // the tail of a line already reported as too long
+            }
+            line.truncate(end);
+            if line.last() == Some(&b'\r') {
+                line.truncate(end - 1);
+            }
+            if line.len() > self.max_len {
+                return Some(Frame::Rejected("message exceeds the maximum frame size"));
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue; // blank lines separate nothing
+            }
+            return Some(Frame::Message(line.freeze()));
+        }
+    }
+
+    fn decode_content_length(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        loop {
+            if self.skip > 0 {
+                let n = self.skip.min(buf.len());
+                buf.advance(n);
+                self.skip -= n;
+                if self.skip > 0 {
+                    return None;
+                }
+            }
+            if let Some(len) = self.body_len {
+                if buf.len() < len {
+                    buf.reserve(len - buf.len());
+                    return None;
+                }
+                self.body_len = None;
+                return Some(Frame::Message(buf.split_to(len).freeze()));
+            }
+            let Some(end) = find(buf, b"\r\n\r\n") else {
+                if buf.len() > 8 * 1024 {
+                    // No header block ends within 8 KiB: drop what we have and resynchronise.
+                    buf.clear();
+                    return Some(Frame::Rejected("unreadable Content-Length headers"));
+                }
+                return None;
+            };
+            let headers = buf.split_to(end + 4);
+            match content_length(&headers[..end]) {
+                Some(len) if len > self.max_len => {
+                    self.skip = len;
+                    return Some(Frame::Rejected("message exceeds the maximum frame size"));
+                }
+                Some(len) => self.body_len = Some(len),
+                None => return Some(Frame::Rejected("missing or invalid Content-Length header")),
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The value of the `Content-Length` header in a header block.
+fn content_length(headers: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(headers).ok()?;
+    text.split("\r\n").find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    })
+}
+
+impl Decoder for FrameDecoder {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
+        Ok(match self.framing {
+            Framing::Lines => self.decode_line(buf),
+            Framing::ContentLength => self.decode_content_length(buf),
+        })
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
+        if let Some(frame) = self.decode(buf)? {
+            return Ok(Some(frame));
+        }
+        // A last line without its newline still counts.
+        if self.framing == Framing::Lines && !self.discarding && !buf.is_empty() {
+            let line = buf.split().freeze();
+            self.scanned = 0;
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Some(Frame::Message(line)));
+            }
+        }
+        buf.clear();
+        Ok(None)
+    }
+}
+
+/// Appends one framed message to `out`.
+pub(crate) fn encode(framing: Framing, message: &[u8], out: &mut Vec<u8>) {
+    match framing {
+        Framing::Lines => {
+            out.extend_from_slice(message);
+            out.push(b'\n');
+        }
+        Framing::ContentLength => {
+            out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", message.len()).as_bytes());
+            out.extend_from_slice(message);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(framing: Framing, max: usize, input: &[u8]) -> Vec<Frame> {
+        let mut decoder = FrameDecoder::new(framing, max);
+        let mut buf = BytesMut::new();
+        let mut frames = Vec::new();
+        // Feed one byte at a time: frame boundaries must not depend on read sizes.
+        for byte in input {
+            buf.extend_from_slice(&[*byte]);
+            while let Some(frame) = decoder.decode(&mut buf).unwrap() {
+                frames.push(frame);
+            }
+        }
+        while let Some(frame) = decoder.decode_eof(&mut buf).unwrap() {
+            frames.push(frame);
+        }
+        frames
+    }
+
+    fn msg(text: &str) -> Frame {
+        Frame::Message(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    #[test]
+    fn lines_split_on_newlines_and_skip_blank_lines() {
+        let frames = decode_all(Framing::Lines, 64, b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}");
+        assert_eq!(frames, vec![msg("{\"a\":1}"), msg("{\"b\":2}"), msg("{\"c\":3}")]);
+    }
+
+    #[test]
+    fn an_oversized_line_is_rejected_once_and_the_next_line_still_arrives() {
+        let mut input = vec![b'x'; 200];
+        input.extend_from_slice(b"\n{\"ok\":true}\n");
+        let frames = decode_all(Framing::Lines, 64, &input);
+        assert_eq!(
+            frames,
+            vec![Frame::Rejected("message exceeds the maximum frame size"), msg("{\"ok\":true}")]
+        );
+    }
+
+    #[test]
+    fn content_length_frames_and_recovery() {
+        let mut input = Vec::new();
+        encode(Framing::ContentLength, b"{\"a\":1}", &mut input);
+        input.extend_from_slice(b"Content-Type: x\r\n\r\n"); // no length
+        input.extend_from_slice(b"Content-Length: 100\r\n\r\n");
+        input.extend_from_slice(&[b'y'; 100]);
+        encode(Framing::ContentLength, b"{\"b\":2}", &mut input);
+        let frames = decode_all(Framing::ContentLength, 64, &input);
+        assert_eq!(
+            frames,
+            vec![
+                msg("{\"a\":1}"),
+                Frame::Rejected("missing or invalid Content-Length header"),
+                Frame::Rejected("message exceeds the maximum frame size"),
+                msg("{\"b\":2}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn header_names_are_case_insensitive() {
+        assert_eq!(content_length(b"content-length: 12"), Some(12));
+        assert_eq!(content_length(b"Content-Type: a\r\nCONTENT-LENGTH:7"), Some(7));
+        assert_eq!(content_length(b"Content-Length: -1"), None);
+    }
+}

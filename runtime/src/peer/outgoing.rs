@@ -1,0 +1,204 @@
+//! Requests we send: a future per request that sends the protocol's cancel notification when it
+//! is dropped unanswered.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use cancelkit_protocol::jsonrpc::RequestId;
+use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
+use tokio::time::Sleep;
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use super::Shared;
+use super::router::Reply;
+use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
+
+/// Why an outgoing request produced no result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The peer answered with an error.
+    #[error("the peer answered with an error: {0}")]
+    Rpc(JsonRpcError),
+    /// The scope the request was made in was cancelled; the peer was told.
+    #[error(transparent)]
+    Cancelled(Cancelled),
+    /// No answer within the request's timeout; the peer was told to cancel.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection closed before an answer arrived.
+    #[error("the connection closed before the peer answered")]
+    Closed,
+    /// The params could not be serialized.
+    #[error("cannot serialize the params: {0}")]
+    Encode(serde_json::Error),
+    /// The answer did not deserialize into the expected type.
+    #[error("cannot deserialize the result: {0}")]
+    Decode(serde_json::Error),
+}
+
+impl From<RequestError> for JsonRpcError {
+    /// Lets a handler forward a failed nested request with `?`: cancellations and timeouts stay
+    /// -32800, the peer's errors pass through, the rest become -32603.
+    fn from(error: RequestError) -> Self {
+        match error {
+            RequestError::Rpc(error) => error,
+            RequestError::Cancelled(cancelled) => cancelled.into(),
+            RequestError::Timeout(after) => Cancelled::new(CancelReason::Timeout(after)).into(),
+            other => JsonRpcError::internal(other.to_string()),
+        }
+    }
+}
+
+/// An outgoing request. Await it for the result.
+///
+/// Dropping it before the answer arrives tells the peer (ACP `$/cancel_request`, MCP
+/// `notifications/cancelled`, LSP `$/cancelRequest`) — except for `initialize`, which is never
+/// cancelled — unless [`detach`](Self::detach) was called. If it was made inside a cancellation
+/// scope (a `#[cancellable]` handler, say), cancelling that scope cancels the request the same
+/// way, so one cancel cascades across hops.
+#[must_use = "dropping an outgoing request cancels it"]
+pub struct OutgoingRequest<R> {
+    shared: Arc<Shared>,
+    id: RequestId,
+    method: String,
+    rx: oneshot::Receiver<Reply>,
+    scope: Option<Scope>,
+    waiter: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    timeout: Option<(Duration, Pin<Box<Sleep>>)>,
+    state: State,
+    /// Why the request could not even be sent.
+    early: Option<RequestError>,
+    _result: PhantomData<fn() -> R>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Sent, no answer yet: dropping it cancels.
+    Waiting,
+    /// The caller gave up on cancelling it: dropping it only forgets it.
+    Detached,
+    /// Answered, cancelled or failed: nothing left to do.
+    Done,
+}
+
+impl<R> std::fmt::Debug for OutgoingRequest<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutgoingRequest")
+            .field("id", &self.id)
+            .field("method", &self.method)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+impl<R> OutgoingRequest<R> {
+    pub(crate) fn new(shared: Arc<Shared>, id: RequestId, method: String, rx: oneshot::Receiver<Reply>) -> Self {
+        Self {
+            shared,
+            id,
+            method,
+            rx,
+            scope: crate::current_scope(),
+            waiter: None,
+            timeout: None,
+            state: State::Waiting,
+            early: None,
+            _result: PhantomData,
+        }
+    }
+
+    /// A request that failed before it was sent.
+    pub(crate) fn failed(shared: Arc<Shared>, id: RequestId, method: String, error: RequestError) -> Self {
+        let (_, rx) = oneshot::channel();
+        let mut request = Self::new(shared, id, method, rx);
+        request.state = State::Done;
+        request.early = Some(error);
+        request
+    }
+
+    /// The id the request was sent with.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// Gives up waiting after `after`: the peer is told to cancel and the request fails with
+    /// [`RequestError::Timeout`].
+    pub fn timeout(mut self, after: Duration) -> Self {
+        self.timeout = Some((after, Box::pin(tokio::time::sleep(after))));
+        self
+    }
+
+    /// Opts out of cancellation: dropping the request (or cancelling its scope) no longer tells
+    /// the peer, whose answer is then ignored.
+    pub fn detach(mut self) -> Self {
+        if self.state == State::Waiting {
+            self.state = State::Detached;
+        }
+        self.scope = None;
+        self
+    }
+
+    /// Tells the peer to cancel and forgets the request.
+    fn cancel(&mut self, reason: &str) {
+        if self.state != State::Waiting {
+            self.state = State::Done;
+            self.shared.forget(&self.id);
+            return;
+        }
+        self.state = State::Done;
+        self.shared.cancel_outgoing(&self.id, &self.method, reason);
+    }
+}
+
+impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
+    type Output = Result<R, RequestError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if this.state == State::Done {
+            return Poll::Ready(Err(this.early.take().unwrap_or(RequestError::Closed)));
+        }
+        if let Poll::Ready(reply) = Pin::new(&mut this.rx).poll(cx) {
+            this.state = State::Done;
+            return Poll::Ready(match reply {
+                Ok(Ok(raw)) => serde_json::from_str(raw.get()).map_err(RequestError::Decode),
+                Ok(Err(error)) => Err(RequestError::Rpc(error)),
+                Err(_) => Err(RequestError::Closed),
+            });
+        }
+        if let Some(scope) = &this.scope {
+            let waiter = this
+                .waiter
+                .get_or_insert_with(|| Box::pin(scope.token().clone().cancelled_owned()));
+            if waiter.as_mut().poll(cx).is_ready() {
+                let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
+                this.cancel(&reason.to_string());
+                return Poll::Ready(Err(RequestError::Cancelled(Cancelled::new(reason))));
+            }
+        }
+        if let Some((after, sleep)) = &mut this.timeout
+            && sleep.as_mut().poll(cx).is_ready()
+        {
+            let after = *after;
+            this.cancel(&format!("timed out after {after:?}"));
+            return Poll::Ready(Err(RequestError::Timeout(after)));
+        }
+        Poll::Pending
+    }
+}
+
+impl<R> Drop for OutgoingRequest<R> {
+    fn drop(&mut self) {
+        match self.state {
+            State::Waiting => self.cancel("the caller dropped the request"),
+            State::Detached => self.shared.forget(&self.id),
+            State::Done => {}
+        }
+    }
+}

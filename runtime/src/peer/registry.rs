@@ -1,0 +1,138 @@
+//! In-flight inbound requests of one connection, keyed by id (plus a generation, since a peer
+//! may reuse an id once its request is answered).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cancelkit_protocol::jsonrpc::RequestId;
+
+use crate::{CancelReason, Canceller};
+
+#[derive(Debug)]
+struct Entry {
+    generation: u64,
+    canceller: Canceller,
+    /// `initialize` can never be cancelled.
+    cancellable: bool,
+    /// The peer asked to cancel it (MCP then sends no response).
+    peer_cancelled: bool,
+    /// ACP `session/prompt`: the session it runs a turn of.
+    session: Option<String>,
+    /// ACP: cancelled through `session/cancel` (answered with `stopReason: "cancelled"`).
+    session_cancelled: bool,
+}
+
+/// What a finished request's entry recorded.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Finished {
+    pub peer_cancelled: bool,
+    pub session_cancelled: bool,
+}
+
+/// The outcome of a cancel notification.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Cancel {
+    Cancelled,
+    AlreadyCancelled,
+    NotCancellable,
+    Unknown,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    entries: Mutex<HashMap<RequestId, Entry>>,
+    generations: std::sync::atomic::AtomicU64,
+}
+
+/// A request whose id is already in flight.
+#[derive(Debug)]
+pub(crate) struct Duplicate;
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Entry>> {
+        // A panicking handler never holds this lock; recover the map if one ever did.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a request before its handler starts; returns its generation.
+    pub(crate) fn insert(
+        &self,
+        id: RequestId,
+        canceller: Canceller,
+        cancellable: bool,
+        session: Option<String>,
+    ) -> Result<u64, Duplicate> {
+        let mut entries = self.lock();
+        if entries.contains_key(&id) {
+            return Err(Duplicate);
+        }
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        entries.insert(
+            id,
+            Entry {
+                generation,
+                canceller,
+                cancellable,
+                peer_cancelled: false,
+                session,
+                session_cancelled: false,
+            },
+        );
+        Ok(generation)
+    }
+
+    /// Cancels the request `id` at the peer's request.
+    pub(crate) fn cancel(&self, id: &RequestId, reason: CancelReason) -> Cancel {
+        let mut entries = self.lock();
+        let Some(entry) = entries.get_mut(id) else {
+            return Cancel::Unknown;
+        };
+        if !entry.cancellable {
+            return Cancel::NotCancellable;
+        }
+        if entry.peer_cancelled {
+            return Cancel::AlreadyCancelled;
+        }
+        entry.peer_cancelled = true;
+        entry.canceller.cancel(reason);
+        Cancel::Cancelled
+    }
+
+    /// Cancels every prompt turn of `session` (ACP `session/cancel`); returns their ids.
+    pub(crate) fn cancel_session(&self, session: &str) -> Vec<RequestId> {
+        let mut entries = self.lock();
+        let mut cancelled = Vec::new();
+        for (id, entry) in entries.iter_mut() {
+            if entry.session.as_deref() == Some(session) && !entry.session_cancelled {
+                entry.session_cancelled = true;
+                entry
+                    .canceller
+                    .cancel(CancelReason::Peer(Some("session/cancel".into())));
+                cancelled.push(id.clone());
+            }
+        }
+        cancelled
+    }
+
+    /// Removes a finished request (only if it is still the same generation).
+    pub(crate) fn finish(&self, id: &RequestId, generation: u64) -> Finished {
+        let mut entries = self.lock();
+        match entries.get(id) {
+            Some(entry) if entry.generation == generation => {
+                let entry = entries.remove(id).expect("present");
+                Finished {
+                    peer_cancelled: entry.peer_cancelled,
+                    session_cancelled: entry.session_cancelled,
+                }
+            }
+            _ => Finished::default(),
+        }
+    }
+
+    /// How many requests are in flight (registered and not yet answered).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}

@@ -1,0 +1,233 @@
+//! Routing methods to typed handlers.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use cancelkit_protocol::jsonrpc::RequestId;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+use super::PeerHandle;
+use crate::JsonRpcError;
+
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A handler's answer, serialized.
+pub(crate) type Reply = Result<Box<RawValue>, JsonRpcError>;
+
+/// What a handler knows about the message it handles: the connection it came on and, for a
+/// request, its id.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub(crate) peer: PeerHandle,
+    pub(crate) id: Option<RequestId>,
+}
+
+impl Context {
+    /// The connection, for requests and notifications back to the peer. Requests sent from a
+    /// handler are children of the handler's scope: cancelling the handler cancels them too,
+    /// and the peer is told.
+    pub fn peer(&self) -> &PeerHandle {
+        &self.peer
+    }
+
+    /// The id of the request being handled (`None` for a notification).
+    pub fn request_id(&self) -> Option<&RequestId> {
+        self.id.as_ref()
+    }
+}
+
+trait ErasedRequest: Send + Sync {
+    fn call(&self, params: Option<&RawValue>, cx: Context) -> BoxFuture<Reply>;
+}
+
+trait ErasedNotification: Send + Sync {
+    fn call(&self, params: Option<&RawValue>, cx: Context) -> Result<BoxFuture<()>, String>;
+}
+
+struct Typed<F, P, R, E> {
+    handler: F,
+    _types: PhantomData<fn(P) -> (R, E)>,
+}
+
+fn parse<P: DeserializeOwned>(params: Option<&RawValue>) -> Result<P, serde_json::Error> {
+    serde_json::from_str(params.map_or("null", RawValue::get))
+}
+
+impl<F, Fut, P, R, E> ErasedRequest for Typed<F, P, R, E>
+where
+    F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    P: DeserializeOwned + 'static,
+    R: Serialize + 'static,
+    E: Into<JsonRpcError> + 'static,
+{
+    fn call(&self, params: Option<&RawValue>, cx: Context) -> BoxFuture<Reply> {
+        match parse::<P>(params) {
+            Err(e) => Box::pin(std::future::ready(Err(JsonRpcError::invalid_params(
+                format!("Invalid params: {e}"),
+            )))),
+            Ok(params) => {
+                let fut = (self.handler)(params, cx);
+                Box::pin(async move {
+                    let result = fut.await.map_err(Into::into)?;
+                    serde_json::value::to_raw_value(&result).map_err(|e| {
+                        JsonRpcError::internal(format!("cannot serialize the result: {e}"))
+                    })
+                })
+            }
+        }
+    }
+}
+
+impl<F, Fut, P> ErasedNotification for Typed<F, P, (), ()>
+where
+    F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+    P: DeserializeOwned + 'static,
+{
+    fn call(&self, params: Option<&RawValue>, cx: Context) -> Result<BoxFuture<()>, String> {
+        let params = parse::<P>(params).map_err(|e| e.to_string())?;
+        Ok(Box::pin((self.handler)(params, cx)))
+    }
+}
+
+/// How a request route treats cancellation.
+pub(crate) struct RequestRoute {
+    handler: Box<dyn ErasedRequest>,
+    /// Cooperative routes run to completion and observe the token themselves; others are
+    /// dropped at their next `.await` once cancelled.
+    pub(crate) cooperative: bool,
+}
+
+impl RequestRoute {
+    pub(crate) fn call(&self, params: Option<&RawValue>, cx: Context) -> BoxFuture<Reply> {
+        self.handler.call(params, cx)
+    }
+}
+
+/// Maps method names to handlers.
+///
+/// A request handler is any `Fn(P, Context) -> impl Future<Output = Result<R, E>>` with
+/// `P: Deserialize`, `R: Serialize` and `E: Into<JsonRpcError>` — a `#[cancellable]` function
+/// fits as it is. Params that do not deserialize into `P` are answered with -32602 before the
+/// handler runs.
+///
+/// ```
+/// use cancelkit::peer::{Context, Router};
+/// use cancelkit::{cancellable, JsonRpcError};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Echo { text: String }
+///
+/// #[cancellable]
+/// async fn echo(params: Echo, _cx: Context) -> Result<String, JsonRpcError> {
+///     Ok(params.text)
+/// }
+///
+/// let router = Router::new().request("echo", echo);
+/// # let _ = router;
+/// ```
+#[derive(Clone, Default)]
+pub struct Router {
+    requests: HashMap<String, Arc<RequestRoute>>,
+    notifications: HashMap<String, Arc<dyn ErasedNotification>>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut requests: Vec<&String> = self.requests.keys().collect();
+        requests.sort();
+        let mut notifications: Vec<&String> = self.notifications.keys().collect();
+        notifications.sort();
+        f.debug_struct("Router")
+            .field("requests", &requests)
+            .field("notifications", &notifications)
+            .finish()
+    }
+}
+
+impl Router {
+    /// An empty router: every request is answered with -32601 Method not found.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Routes requests for `method` to `handler`. When the request is cancelled, the handler's
+    /// future is dropped at its next `.await` and the peer gets -32800 (or, for MCP, nothing).
+    pub fn request<F, Fut, P, R, E>(self, method: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        P: DeserializeOwned + 'static,
+        R: Serialize + 'static,
+        E: Into<JsonRpcError> + 'static,
+    {
+        self.route(method.into(), handler, false)
+    }
+
+    /// Routes requests for `method` to a handler that observes cancellation itself
+    /// (`cancelkit::is_cancelled()`), so it can answer with a partial result.
+    pub fn cooperative_request<F, Fut, P, R, E>(self, method: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        P: DeserializeOwned + 'static,
+        R: Serialize + 'static,
+        E: Into<JsonRpcError> + 'static,
+    {
+        self.route(method.into(), handler, true)
+    }
+
+    fn route<F, Fut, P, R, E>(mut self, method: String, handler: F, cooperative: bool) -> Self
+    where
+        F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        P: DeserializeOwned + 'static,
+        R: Serialize + 'static,
+        E: Into<JsonRpcError> + 'static,
+    {
+        let handler = Box::new(Typed {
+            handler,
+            _types: PhantomData,
+        });
+        self.requests
+            .insert(method, Arc::new(RequestRoute { handler, cooperative }));
+        self
+    }
+
+    /// Routes notifications for `method` to `handler`. Params that do not deserialize are
+    /// logged and dropped (a notification never gets a response).
+    pub fn notification<F, Fut, P>(mut self, method: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+        P: DeserializeOwned + 'static,
+    {
+        let handler: Arc<dyn ErasedNotification> = Arc::new(Typed::<F, P, (), ()> {
+            handler,
+            _types: PhantomData,
+        });
+        self.notifications.insert(method.into(), handler);
+        self
+    }
+
+    pub(crate) fn request_route(&self, method: &str) -> Option<&Arc<RequestRoute>> {
+        self.requests.get(method)
+    }
+
+    pub(crate) fn notify(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        cx: Context,
+    ) -> Option<Result<BoxFuture<()>, String>> {
+        self.notifications
+            .get(method)
+            .map(|handler| handler.call(params, cx))
+    }
+}
