@@ -211,8 +211,15 @@ mod tests {
 
     #[test]
     fn lines_split_on_newlines_and_skip_blank_lines() {
-        let frames = decode_all(Framing::Lines, 64, b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}");
-        assert_eq!(frames, vec![msg("{\"a\":1}"), msg("{\"b\":2}"), msg("{\"c\":3}")]);
+        let frames = decode_all(
+            Framing::Lines,
+            64,
+            b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}",
+        );
+        assert_eq!(
+            frames,
+            vec![msg("{\"a\":1}"), msg("{\"b\":2}"), msg("{\"c\":3}")]
+        );
     }
 
     #[test]
@@ -222,7 +229,10 @@ mod tests {
         let frames = decode_all(Framing::Lines, 64, &input);
         assert_eq!(
             frames,
-            vec![Frame::Rejected("message exceeds the maximum frame size"), msg("{\"ok\":true}")]
+            vec![
+                Frame::Rejected("message exceeds the maximum frame size"),
+                msg("{\"ok\":true}")
+            ]
         );
     }
 
@@ -249,7 +259,10 @@ mod tests {
     #[test]
     fn header_names_are_case_insensitive() {
         assert_eq!(content_length(b"content-length: 12"), Some(12));
-        assert_eq!(content_length(b"Content-Type: a\r\nCONTENT-LENGTH:7"), Some(7));
+        assert_eq!(
+            content_length(b"Content-Type: a\r\nCONTENT-LENGTH:7"),
+            Some(7)
+        );
         assert_eq!(content_length(b"Content-Length: -1"), None);
     }
 }

@@ -268,10 +268,21 @@ impl PeerHandle {
             .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), Pending { tx, method: method.to_owned() });
+            .insert(
+                id.clone(),
+                Pending {
+                    tx,
+                    method: method.to_owned(),
+                },
+            );
         if shared.closed() || !shared.send(wire::request(&id, method, raw.as_deref())) {
             shared.forget(&id);
-            return OutgoingRequest::failed(Arc::clone(shared), id, method.to_owned(), RequestError::Closed);
+            return OutgoingRequest::failed(
+                Arc::clone(shared),
+                id,
+                method.to_owned(),
+                RequestError::Closed,
+            );
         }
         OutgoingRequest::new(Arc::clone(shared), id, method.to_owned(), rx)
     }
@@ -294,7 +305,11 @@ impl PeerHandle {
 
     /// How many of our requests are waiting for an answer.
     pub fn pending_requests(&self) -> usize {
-        self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Whether the peer declared the draft `cancellation: {request: true}` capability (ACP).
@@ -348,7 +363,10 @@ impl Shared {
 
     /// Forgets an outgoing request (its answer, if any, will be dropped).
     pub(crate) fn forget(&self, id: &RequestId) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
     }
 
     /// Forgets an outgoing request and tells the peer to cancel it (never for `initialize`).
@@ -389,7 +407,13 @@ fn declare_draft_cancellation(message: &mut serde_json::Value, key: &str) {
 fn declares_draft_cancellation(message: Option<&RawValue>, key: &str) -> bool {
     message
         .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
-        .and_then(|value| value.get(key)?.get("cancellation")?.get("request")?.as_bool())
+        .and_then(|value| {
+            value
+                .get(key)?
+                .get("cancellation")?
+                .get("request")?
+                .as_bool()
+        })
         .unwrap_or(false)
 }
 
@@ -460,7 +484,8 @@ async fn read_loop<Rd: AsyncRead + Unpin>(
             }
             Some(Ok(Frame::Rejected(why))) => {
                 tracing::warn!(why, "rejected a frame");
-                let error = JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(why);
+                let error =
+                    JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(why);
                 shared.send(wire::error(None, &error));
             }
             Some(Ok(Frame::Message(bytes))) => handle_message(&peer, &bytes),
@@ -500,7 +525,8 @@ fn handle_message(peer: &PeerHandle, bytes: &[u8]) {
                         && pending.method == "initialize"
                         && let Ok(result) = &outcome
                     {
-                        let accepts = declares_draft_cancellation(Some(result), "agentCapabilities");
+                        let accepts =
+                            declares_draft_cancellation(Some(result), "agentCapabilities");
                         shared.peer_accepts_draft.store(accepts, Ordering::Relaxed);
                     }
                     let _ = pending.tx.send(outcome);
@@ -571,7 +597,8 @@ fn handle_notification(peer: &PeerHandle, method: &str, params: Option<&RawValue
 fn handle_request(peer: &PeerHandle, id: RequestId, method: &str, params: Option<&RawValue>) {
     let shared = &peer.shared;
     let Some(route) = shared.router.request_route(method).cloned() else {
-        let error = JsonRpcError::method_not_found().with_data(format!("no handler for `{method}`"));
+        let error =
+            JsonRpcError::method_not_found().with_data(format!("no handler for `{method}`"));
         shared.send(wire::error(Some(&id), &error));
         return;
     };
@@ -595,8 +622,9 @@ fn handle_request(peer: &PeerHandle, id: RequestId, method: &str, params: Option
         Ok(generation) => generation,
         Err(registry::Duplicate) => {
             tracing::warn!(request_id = %id, method, "rejected a request reusing an id still in flight");
-            let error = JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request")
-                .with_data(format!("request id {id} is already in use by a request in flight"));
+            let error = JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(
+                format!("request id {id} is already in use by a request in flight"),
+            );
             shared.send(wire::error(Some(&id), &error));
             return;
         }
@@ -657,10 +685,9 @@ fn finish(peer: &PeerHandle, id: RequestId, generation: u64, is_initialize: bool
     }
     let reply = match reply {
         // ACP: a turn ended by `session/cancel` is answered with a result, never an error.
-        Err(error) if finished.session_cancelled && error.is_cancelled() => {
-            Ok(RawValue::from_string(r#"{"stopReason":"cancelled"}"#.to_owned())
-                .expect("valid JSON"))
-        }
+        Err(error) if finished.session_cancelled && error.is_cancelled() => Ok(
+            RawValue::from_string(r#"{"stopReason":"cancelled"}"#.to_owned()).expect("valid JSON"),
+        ),
         Ok(result) if is_initialize && shared.protocol == Protocol::Acp => {
             let mut value: serde_json::Value =
                 serde_json::from_str(result.get()).unwrap_or(serde_json::Value::Null);

@@ -98,7 +98,12 @@ impl<R> std::fmt::Debug for OutgoingRequest<R> {
 }
 
 impl<R> OutgoingRequest<R> {
-    pub(crate) fn new(shared: Arc<Shared>, id: RequestId, method: String, rx: oneshot::Receiver<Reply>) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        id: RequestId,
+        method: String,
+        rx: oneshot::Receiver<Reply>,
+    ) -> Self {
         Self {
             shared,
             id,
@@ -114,7 +119,12 @@ impl<R> OutgoingRequest<R> {
     }
 
     /// A request that failed before it was sent.
-    pub(crate) fn failed(shared: Arc<Shared>, id: RequestId, method: String, error: RequestError) -> Self {
+    pub(crate) fn failed(
+        shared: Arc<Shared>,
+        id: RequestId,
+        method: String,
+        error: RequestError,
+    ) -> Self {
         let (_, rx) = oneshot::channel();
         let mut request = Self::new(shared, id, method, rx);
         request.state = State::Done;

@@ -195,8 +195,13 @@ impl Router {
             handler,
             _types: PhantomData,
         });
-        self.requests
-            .insert(method, Arc::new(RequestRoute { handler, cooperative }));
+        self.requests.insert(
+            method,
+            Arc::new(RequestRoute {
+                handler,
+                cooperative,
+            }),
+        );
         self
     }
 

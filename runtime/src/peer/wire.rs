@@ -68,14 +68,16 @@ pub(crate) fn parse(frame: &[u8]) -> Incoming<'_> {
     let message: RawMessage<'_> = match serde_json::from_slice(frame) {
         Ok(message) => message,
         Err(e) => {
-            let starts_with_bracket = frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+            let starts_with_bracket =
+                frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
             let error = if e.is_syntax() || e.is_eof() {
                 JsonRpcError::new(ErrorCode::ParseError, "Parse error").with_data(e.to_string())
             } else if starts_with_bracket {
                 JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request")
                     .with_data("batches are not supported")
             } else {
-                JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(e.to_string())
+                JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request")
+                    .with_data(e.to_string())
             };
             return Incoming::Invalid { id: None, error };
         }
@@ -225,7 +227,10 @@ mod tests {
             Incoming::Request { id, method, .. } => format!("request {id} {method}"),
             Incoming::Notification { method, .. } => format!("notification {method}"),
             Incoming::Response { id, outcome: Ok(r) } => format!("result {id} {}", r.get()),
-            Incoming::Response { id, outcome: Err(e) } => format!("error {id} {}", e.code.code()),
+            Incoming::Response {
+                id,
+                outcome: Err(e),
+            } => format!("error {id} {}", e.code.code()),
             Incoming::Invalid { id, error } => format!(
                 "invalid {} {}",
                 id.map(|i| i.to_string()).unwrap_or("null".into()),
@@ -237,24 +242,60 @@ mod tests {
 
     #[test]
     fn classification() {
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":7,"method":"m"}"#), "request 7 m");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":"7","method":"m","params":{}}"#), "request \"7\" m");
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":7,"method":"m"}"#),
+            "request 7 m"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":"7","method":"m","params":{}}"#),
+            "request \"7\" m"
+        );
         assert_eq!(kind(r#"{"jsonrpc":"2.0","method":"n"}"#), "notification n");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#), r#"result 1 {"a":1}"#);
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":2,"result":null}"#), "result 2 null");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32800,"message":"x"}}"#), "error 1 -32800");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":1,"error":"boom"}"#), "error 1 -32603");
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#),
+            r#"result 1 {"a":1}"#
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":2,"result":null}"#),
+            "result 2 null"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32800,"message":"x"}}"#),
+            "error 1 -32800"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":1,"error":"boom"}"#),
+            "error 1 -32603"
+        );
         assert_eq!(kind("{not json"), "invalid null -32700");
         assert_eq!(kind("[1,2]"), "invalid null -32600");
         assert_eq!(kind("42"), "invalid null -32600");
-        assert_eq!(kind(r#"{"jsonrpc":"1.0","id":3,"method":"m"}"#), "invalid 3 -32600");
+        assert_eq!(
+            kind(r#"{"jsonrpc":"1.0","id":3,"method":"m"}"#),
+            "invalid 3 -32600"
+        );
         assert_eq!(kind(r#"{"id":3,"method":"m"}"#), "invalid 3 -32600");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#), "invalid null -32600");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#), "invalid null -32600");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":99999999999999999999,"method":"m"}"#), "invalid null -32600");
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#),
+            "invalid null -32600"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#),
+            "invalid null -32600"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":99999999999999999999,"method":"m"}"#),
+            "invalid null -32600"
+        );
         assert_eq!(kind(r#"{"jsonrpc":"2.0","id":4}"#), "invalid 4 -32600");
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","method":7}"#), "invalid null -32600");
-        assert!(kind(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#).starts_with("ignored"));
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","method":7}"#),
+            "invalid null -32600"
+        );
+        assert!(
+            kind(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#)
+                .starts_with("ignored")
+        );
     }
 
     #[test]
@@ -265,7 +306,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{"x":1}}"#
         );
         assert_eq!(
-            String::from_utf8(error(None, &JsonRpcError::from_code(ErrorCode::ParseError))).unwrap(),
+            String::from_utf8(error(None, &JsonRpcError::from_code(ErrorCode::ParseError)))
+                .unwrap(),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#
         );
         assert_eq!(
