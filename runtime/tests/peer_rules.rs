@@ -372,7 +372,7 @@ async fn cancelling_a_handler_cancels_the_requests_it_made() {
     s.wire
         .send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 10}}))
         .await;
-    let mut messages = vec![s.wire.recv().await, s.wire.recv().await];
+    let mut messages = [s.wire.recv().await, s.wire.recv().await];
     messages.sort_by_key(|m| m.get("method").is_none());
     assert_eq!(messages[0]["method"], "$/cancel_request");
     assert_eq!(messages[0]["params"]["requestId"], nested["id"]);
@@ -460,7 +460,7 @@ async fn session_cancel_ends_the_turn_with_stop_reason_cancelled() {
     let permission = s.wire.recv().await;
     assert_eq!(permission["method"], "session/request_permission");
     s.wire.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "sess-1"}})).await;
-    let mut messages = vec![s.wire.recv().await, s.wire.recv().await];
+    let mut messages = [s.wire.recv().await, s.wire.recv().await];
     messages.sort_by_key(|m| m.get("method").is_none());
     assert_eq!(messages[0]["method"], "$/cancel_request");
     assert_eq!(messages[0]["params"]["requestId"], permission["id"]);

@@ -256,6 +256,11 @@ impl Wire {
         }
     }
 
+    /// The writing and reading halves, for tests that write and read concurrently.
+    pub fn into_split(self) -> (WriteHalf<DuplexStream>, BufReader<ReadHalf<DuplexStream>>) {
+        (self.writer, self.reader)
+    }
+
     /// Asserts the connection still serves requests.
     pub async fn assert_alive(&mut self) {
         let answer = self
