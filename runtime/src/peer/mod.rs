@@ -42,6 +42,7 @@ mod outgoing;
 mod policy;
 mod registry;
 mod router;
+mod tasks;
 mod wire;
 
 use std::collections::HashMap;
@@ -160,6 +161,8 @@ impl PeerBuilder {
             next_id: AtomicI64::new(1),
             router: self.router,
             limiter: self.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
+            tasks: (self.protocol == Protocol::Mcp(McpRevision::V2025_11_25))
+                .then(|| Arc::new(tasks::Tasks::default())),
             connection,
             canceller,
             stop_reading: CancellationToken::new(),
@@ -346,6 +349,8 @@ pub(crate) struct Shared {
     next_id: AtomicI64,
     router: Router,
     limiter: Option<Arc<Semaphore>>,
+    /// MCP 2025-11-25: task-augmented requests and `tasks/*`.
+    tasks: Option<Arc<tasks::Tasks>>,
     /// Parent of every handler's scope; cancelled (shutdown) when the connection closes.
     connection: Scope,
     canceller: Canceller,
@@ -596,13 +601,57 @@ fn handle_notification(peer: &PeerHandle, method: &str, params: Option<&RawValue
 
 fn handle_request(peer: &PeerHandle, id: RequestId, method: &str, params: Option<&RawValue>) {
     let shared = &peer.shared;
+    if let Some(tasks) = &shared.tasks {
+        // Quick task operations are answered right here, in order with the cancel notifications.
+        let quick = match method {
+            "tasks/get" => Some(tasks.get(params)),
+            "tasks/cancel" => Some(tasks.cancel(params)),
+            _ => None,
+        };
+        if let Some(reply) = quick {
+            send_reply(shared, &id, &reply);
+            return;
+        }
+        if method == "tasks/result" {
+            let wait = Arc::clone(tasks).result(params.map(ToOwned::to_owned));
+            spawn_request(peer, id, method, Box::pin(wait), false, None);
+            return;
+        }
+    }
     let Some(route) = shared.router.request_route(method).cloned() else {
         let error =
             JsonRpcError::method_not_found().with_data(format!("no handler for `{method}`"));
         shared.send(wire::error(Some(&id), &error));
         return;
     };
-    let is_initialize = method == "initialize";
+    if let Some(tasks) = &shared.tasks
+        && tasks::AUGMENTABLE.contains(&method)
+        && let Some(ttl) = tasks::requested(params)
+    {
+        // Task-augmented: answer with the task now, run the handler on in the task's scope.
+        let (scope, canceller) = shared.connection.child().with_canceller();
+        let (task_id, created) = tasks.create(ttl, canceller);
+        send_reply(shared, &id, &created);
+        let cx = Context {
+            peer: peer.clone(),
+            id: Some(id),
+        };
+        let handler = route.call(params, cx);
+        let (tasks, limiter, token) = (
+            Arc::clone(tasks),
+            shared.limiter.clone(),
+            scope.token().clone(),
+        );
+        tokio::spawn(scope.clone().run(async move {
+            let reply = run_handler(handler, &scope, &token, limiter, route.cooperative).await;
+            tasks.finish(&task_id, reply);
+        }));
+        return;
+    }
+    if shared.protocol == Protocol::Acp && method == "initialize" {
+        let accepts = declares_draft_cancellation(params, "clientCapabilities");
+        shared.peer_accepts_draft.store(accepts, Ordering::Relaxed);
+    }
     let session = (shared.protocol == Protocol::Acp && method == "session/prompt")
         .then(|| {
             params
@@ -610,10 +659,25 @@ fn handle_request(peer: &PeerHandle, id: RequestId, method: &str, params: Option
                 .and_then(|value| value.get("sessionId")?.as_str().map(str::to_owned))
         })
         .flatten();
-    if shared.protocol == Protocol::Acp && is_initialize {
-        let accepts = declares_draft_cancellation(params, "clientCapabilities");
-        shared.peer_accepts_draft.store(accepts, Ordering::Relaxed);
-    }
+    let cx = Context {
+        peer: peer.clone(),
+        id: Some(id.clone()),
+    };
+    let handler = route.call(params, cx);
+    spawn_request(peer, id, method, handler, route.cooperative, session);
+}
+
+/// Registers a request, then runs its handler in its own task and scope.
+fn spawn_request(
+    peer: &PeerHandle,
+    id: RequestId,
+    method: &str,
+    handler: router::BoxFuture<Reply>,
+    cooperative: bool,
+    session: Option<String>,
+) {
+    let shared = &peer.shared;
+    let is_initialize = method == "initialize";
     let (scope, canceller) = shared.connection.child().with_canceller();
     let generation = match shared
         .registry
@@ -629,19 +693,20 @@ fn handle_request(peer: &PeerHandle, id: RequestId, method: &str, params: Option
             return;
         }
     };
-    let cx = Context {
-        peer: peer.clone(),
-        id: Some(id.clone()),
-    };
-    let handler = route.call(params, cx);
     let peer = peer.clone();
     let limiter = shared.limiter.clone();
     let token = scope.token().clone();
-    let task_scope = scope.clone();
-    tokio::spawn(task_scope.run(async move {
-        let reply = run_handler(handler, &scope, &token, limiter, route.cooperative).await;
+    tokio::spawn(scope.clone().run(async move {
+        let reply = run_handler(handler, &scope, &token, limiter, cooperative).await;
         finish(&peer, id, generation, is_initialize, reply);
     }));
+}
+
+fn send_reply(shared: &Shared, id: &RequestId, reply: &Reply) {
+    shared.send(match reply {
+        Ok(result) => wire::result(id, result),
+        Err(error) => wire::error(Some(id), error),
+    });
 }
 
 /// Waits for a slot (cancellably), then runs the handler; unless the route is cooperative, a
@@ -694,11 +759,47 @@ fn finish(peer: &PeerHandle, id: RequestId, generation: u64, is_initialize: bool
             declare_draft_cancellation(&mut value, "agentCapabilities");
             Ok(to_raw(&value).unwrap_or(result))
         }
+        Ok(result) if is_initialize && shared.tasks.is_some() => {
+            let mut value: serde_json::Value =
+                serde_json::from_str(result.get()).unwrap_or(serde_json::Value::Null);
+            declare_task_cancellation(&mut value);
+            Ok(to_raw(&value).unwrap_or(result))
+        }
         other => other,
     };
-    let message = match &reply {
-        Ok(result) => wire::result(&id, result),
-        Err(error) => wire::error(Some(&id), error),
+    send_reply(shared, &id, &reply);
+}
+
+/// MCP 2025-11-25: declares `capabilities.tasks.cancel` and task-augmented `tools/call` in an
+/// `initialize` result, keeping whatever the application declared.
+fn declare_task_cancellation(result: &mut serde_json::Value) {
+    let Some(capabilities) = result
+        .as_object_mut()
+        .map(|r| {
+            r.entry("capabilities")
+                .or_insert_with(|| serde_json::json!({}))
+        })
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
     };
-    shared.send(message);
+    let tasks = capabilities
+        .entry("tasks")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(tasks) = tasks.as_object_mut() {
+        tasks
+            .entry("cancel")
+            .or_insert_with(|| serde_json::json!({}));
+        let requests = tasks
+            .entry("requests")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(requests) = requests.as_object_mut() {
+            let tools = requests
+                .entry("tools")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(tools) = tools.as_object_mut() {
+                tools.entry("call").or_insert_with(|| serde_json::json!({}));
+            }
+        }
+    }
 }

@@ -62,7 +62,8 @@ pub fn router(events: Events) -> Router {
     let coop_events = events.clone();
     let init_events = events.clone();
     let prompt_events = events.clone();
-    let ask_events = events;
+    let ask_events = events.clone();
+    let tool_events = events;
     Router::new()
         .request("echo", |p: Echo, _cx: Context| async move {
             Ok::<_, JsonRpcError>(p.text)
@@ -82,6 +83,18 @@ pub fn router(events: Events) -> Router {
         .request("ask", move |p: Sleep, cx: Context| {
             ask(p, cx, ask_events.clone())
         })
+        .request("tools/call", move |p: ToolCall, _cx: Context| {
+            let events = tool_events.clone();
+            async move {
+                let text = sleep(p.arguments, events).await?;
+                Ok::<_, JsonRpcError>(json!({"content": [{"type": "text", "text": text}]}))
+            }
+        })
+}
+
+#[derive(Deserialize)]
+pub struct ToolCall {
+    pub arguments: Sleep,
 }
 
 #[cancellable]
