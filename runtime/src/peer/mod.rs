@@ -504,9 +504,14 @@ async fn read_loop<Rd: AsyncRead + Unpin>(
         map.drain().map(|(_, pending)| pending).collect()
     };
     drop(pending);
-    let deadline = tokio::time::Instant::now() + grace;
-    while shared.registry.len() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    if tokio::time::timeout(grace, shared.registry.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            in_flight = shared.registry.len(),
+            "closing with handlers still running after the grace period; their answers are dropped"
+        );
     }
     stop_writing.cancel();
     let _ = writer_task.await;

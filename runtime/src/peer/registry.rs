@@ -42,6 +42,8 @@ pub(crate) enum Cancel {
 pub(crate) struct Registry {
     entries: Mutex<HashMap<RequestId, Entry>>,
     generations: std::sync::atomic::AtomicU64,
+    /// Woken whenever the last entry leaves.
+    drained: tokio::sync::Notify,
 }
 
 /// A request whose id is already in flight.
@@ -122,12 +124,26 @@ impl Registry {
         match entries.get(id) {
             Some(entry) if entry.generation == generation => {
                 let entry = entries.remove(id).expect("present");
+                if entries.is_empty() {
+                    self.drained.notify_waiters();
+                }
                 Finished {
                     peer_cancelled: entry.peer_cancelled,
                     session_cancelled: entry.session_cancelled,
                 }
             }
             _ => Finished::default(),
+        }
+    }
+
+    /// Completes once no request is in flight.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            if self.len() == 0 {
+                return;
+            }
+            notified.await;
         }
     }
 
