@@ -157,27 +157,38 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
             "#[cancellable] cannot be used on a `const fn`: only `async fn`s can be cancelled",
         ));
     }
-    if sig.asyncness.is_none() {
-        return Err(syn::Error::new(
-            sig.fn_token.span(),
-            "#[cancellable] needs an `async fn`: only code that awaits can be cancelled",
-        ));
-    }
-    let return_type = match &sig.output {
-        ReturnType::Type(_, ty) if is_result(ty) => ty,
-        ReturnType::Type(_, ty) => {
-            return Err(syn::Error::new(
-                ty.span(),
-                "#[cancellable] needs a return type `Result<T, E>` with `E: From<cancelkit::Cancelled>`, so cancellation can be returned as an error",
-            ));
+    // An `async fn` that another attribute already desugared (rmcp's `#[tool]`, `#[async_trait]`)
+    // into `fn .. -> Pin<Box<dyn Future<Output = T> ..>> { Box::pin(async move { .. }) }` is
+    // handled as the `async fn` it was.
+    let desugared = if sig.asyncness.is_none() {
+        match desugared_async(&func) {
+            Some(desugared) => Some(desugared),
+            None => {
+                return Err(syn::Error::new(
+                    sig.fn_token.span(),
+                    "#[cancellable] needs an `async fn`: only code that awaits can be cancelled",
+                ));
+            }
         }
-        ReturnType::Default => {
+    } else {
+        None
+    };
+    let return_type: &Type = match (&desugared, &sig.output) {
+        (Some((_, output)), _) => output,
+        (None, ReturnType::Type(_, ty)) => ty,
+        (None, ReturnType::Default) => {
             return Err(syn::Error::new(
                 sig.ident.span(),
                 "#[cancellable] needs a return type `Result<T, E>` with `E: From<cancelkit::Cancelled>`; this function returns `()`",
             ));
         }
     };
+    if !is_result(return_type) {
+        return Err(syn::Error::new(
+            return_type.span(),
+            "#[cancellable] needs a return type `Result<T, E>` with `E: From<cancelkit::Cancelled>`, so cancellation can be returned as an error",
+        ));
+    }
 
     let krate = options
         .krate
@@ -215,7 +226,10 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
             }
         }
     });
-    let block = &func.block;
+    let block = match &desugared {
+        Some((inner, _)) => inner.block.to_token_stream(),
+        None => func.block.to_token_stream(),
+    };
     let body = quote!(async move { #fake_return #block });
 
     let call = if options.cooperative.is_some() {
@@ -233,11 +247,81 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
     let ItemFn {
         attrs, vis, sig, ..
     } = &func;
+    let call = match &desugared {
+        Some(_) => quote!(::std::boxed::Box::pin(async move { #call })),
+        None => call,
+    };
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
             #call
         }
+    })
+}
+
+/// Recognises `fn .. -> Pin<Box<dyn Future<Output = T> ..>> { Box::pin(async move { .. }) }`:
+/// returns the inner async block and `T`.
+fn desugared_async(func: &ItemFn) -> Option<(&syn::ExprAsync, &Type)> {
+    let [syn::Stmt::Expr(syn::Expr::Call(call), None)] = func.block.stmts.as_slice() else {
+        return None;
+    };
+    let syn::Expr::Path(callee) = &*call.func else {
+        return None;
+    };
+    let segments: Vec<String> = callee
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    if !segments.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
+        return None;
+    }
+    let syn::Expr::Async(inner) = &call.args[0] else {
+        return None;
+    };
+    inner.capture.as_ref()?;
+    let ReturnType::Type(_, ty) = &func.sig.output else {
+        return None;
+    };
+    Some((inner, future_output(ty)?))
+}
+
+/// `T` in `Pin<Box<dyn Future<Output = T> + ..>>` (paths may be qualified).
+fn future_output(ty: &Type) -> Option<&Type> {
+    fn last_generic<'a>(ty: &'a Type, name: &str) -> Option<&'a syn::PathArguments> {
+        let Type::Path(path) = ty else { return None };
+        let last = path.path.segments.last()?;
+        (last.ident == name).then_some(&last.arguments)
+    }
+    fn single_type(args: &syn::PathArguments) -> Option<&Type> {
+        let syn::PathArguments::AngleBracketed(args) = args else {
+            return None;
+        };
+        args.args.iter().find_map(|arg| match arg {
+            syn::GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+    }
+    let boxed = single_type(last_generic(ty, "Pin")?)?;
+    let Type::TraitObject(object) = single_type(last_generic(boxed, "Box")?)? else {
+        return None;
+    };
+    object.bounds.iter().find_map(|bound| {
+        let syn::TypeParamBound::Trait(bound) = bound else {
+            return None;
+        };
+        let last = bound.path.segments.last()?;
+        if last.ident != "Future" {
+            return None;
+        }
+        let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
+        args.args.iter().find_map(|arg| match arg {
+            syn::GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(&assoc.ty),
+            _ => None,
+        })
     })
 }
 

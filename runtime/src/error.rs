@@ -104,3 +104,17 @@ impl From<JsonRpcError> for ErrorObject {
         }
     }
 }
+
+#[cfg(feature = "rmcp")]
+impl From<Cancelled> for rmcp::model::ErrorData {
+    /// -32800 "Request cancelled" with `data.reason`, so an rmcp tool returning
+    /// `Result<_, ErrorData>` can be `#[cancellable(token = ct)]`.
+    fn from(cancelled: Cancelled) -> Self {
+        let error = JsonRpcError::from(cancelled);
+        rmcp::model::ErrorData::new(
+            rmcp::model::ErrorCode(error.code.code() as i32),
+            error.message,
+            error.data,
+        )
+    }
+}

@@ -125,3 +125,19 @@ fn durations() {
         assert_eq!(parse_duration_ms(bad), None, "{bad:?}");
     }
 }
+
+/// A body another attribute already turned into `Box::pin(async move { .. })` (rmcp's
+/// `#[tool]`, `#[async_trait]`) is wrapped inside, keeping the boxed signature.
+#[test]
+fn desugared_async_fn() {
+    insta::assert_snapshot!(pretty(
+        quote!(token = ct),
+        quote! {
+            fn slow(&self, ct: CancellationToken)
+                -> ::std::pin::Pin<Box<dyn ::std::future::Future<Output = Result<CallToolResult, ErrorData>> + Send + '_>>
+            {
+                Box::pin(async move { self.work().await })
+            }
+        }
+    ));
+}
