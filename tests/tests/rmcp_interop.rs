@@ -110,11 +110,12 @@ impl TappedServer {
     }
 
     fn responses_for(&self, id: &str) -> usize {
+        let id: Value = serde_json::from_str(id).expect("a logged id is JSON");
         self.written
             .lock()
             .unwrap()
             .iter()
-            .filter(|m| m.get("method").is_none() && m["id"].to_string() == id)
+            .filter(|m| m.get("method").is_none() && m["id"] == id)
             .count()
     }
 }
