@@ -1,8 +1,11 @@
 //! Shared helpers for cancelkit's cross-crate tests: loading `schema/`, validating instances
 //! against one definition with the `jsonschema` crate, and comparing JSON the way the wire does.
 
+pub mod node;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use jsonschema::{Registry, Validator};
 use serde_json::Value;
@@ -93,4 +96,20 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// Builds one of the runtime's examples and returns the path of its binary.
+pub fn example(name: &str) -> PathBuf {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "cancelkit", "--example", name])
+        .current_dir(schema_dir().parent().expect("the workspace root"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "the {name} example builds");
+    let me = std::env::current_exe().expect("the test binary's path");
+    me.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("examples")
+        .join(name)
 }

@@ -21,22 +21,6 @@ use tokio::sync::mpsc;
 
 const MCP: Protocol = Protocol::Mcp(McpRevision::V2025_11_25);
 
-/// Builds the runtime's examples and returns the path of one.
-fn example(name: &str) -> std::path::PathBuf {
-    let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "cancelkit", "--example", name])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "the {name} example builds");
-    let me = std::env::current_exe().unwrap();
-    me.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name)
-}
-
 /// Our `mcp_server` as a child process, with its stdout tapped (every line it writes is kept)
 /// and its stderr log collected.
 struct TappedServer {
@@ -47,7 +31,7 @@ struct TappedServer {
 
 impl TappedServer {
     fn start() -> (Self, tokio::io::DuplexStream, tokio::process::ChildStdin) {
-        let mut child = tokio::process::Command::new(example("mcp_server"))
+        let mut child = tokio::process::Command::new(cancelkit_tests::example("mcp_server"))
             .env("RUST_LOG", "info")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,0 +1,57 @@
+//! The pinned Node peers of `tests/node/`, installed under `target/interop/node` on first use.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace root")
+        .to_path_buf()
+}
+
+/// Installs `tests/node/package.json` (with its lock file) under `target/interop/node` unless
+/// the same lock file is already installed there; returns that directory.
+///
+/// Panics with the installer's output if `npm ci` fails: a missing peer fails the test, it
+/// never skips it.
+pub fn install() -> PathBuf {
+    let source = root().join("tests").join("node");
+    let target = root().join("target").join("interop").join("node");
+    std::fs::create_dir_all(&target).expect("target/interop/node can be created");
+    let lock =
+        std::fs::read(source.join("package-lock.json")).expect("tests/node/package-lock.json");
+    let stamp = target.join(".installed-lock");
+    let installed = std::fs::read(&stamp).ok();
+    if installed.as_deref() != Some(lock.as_slice())
+        || !target
+            .join("node_modules")
+            .join("@modelcontextprotocol")
+            .join("sdk")
+            .exists()
+    {
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(source.join(file), target.join(file)).expect("copy the package files");
+        }
+        let output = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&target)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run npm (needed for the TypeScript SDK peer): {e}"));
+        assert!(
+            output.status.success(),
+            "npm ci failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::write(&stamp, &lock).expect("write the install stamp");
+    }
+    for script in std::fs::read_dir(&source).expect("tests/node").flatten() {
+        let path = script.path();
+        if path.extension().is_some_and(|e| e == "mjs") {
+            std::fs::copy(&path, target.join(path.file_name().unwrap())).expect("copy the scripts");
+        }
+    }
+    target
+}
