@@ -531,3 +531,28 @@ async fn handler_errors_pass_through() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `cancel()` tells the peer at once and keeps waiting: an ACP peer answers -32800.
+#[tokio::test]
+async fn an_explicit_cancel_waits_for_the_peers_answer() {
+    let (events, mut rx) = common::events_channel();
+    let (_server, client) = common::pair(
+        Peer::builder(Protocol::Acp).router(common::router(events)),
+        Peer::builder(Protocol::Acp),
+    );
+    let mut request = client
+        .handle()
+        .request::<_, String>("sleep", json!({"label": "asked", "ms": 60_000}));
+    assert_eq!(next_event(&mut rx).await, Event::Started("asked".into()));
+    request.cancel();
+    request.cancel(); // a second call sends nothing more
+    match request.await {
+        Err(RequestError::Rpc(error)) => {
+            assert_eq!(error.code.code(), -32800);
+            assert_eq!(error.data.unwrap()["reason"], "cancelled by the peer");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(next_event(&mut rx).await, Event::Dropped("asked".into()));
+    assert_eq!(client.handle().pending_requests(), 0);
+}

@@ -374,9 +374,8 @@ impl Shared {
             .remove(id);
     }
 
-    /// Forgets an outgoing request and tells the peer to cancel it (never for `initialize`).
-    pub(crate) fn cancel_outgoing(&self, id: &RequestId, method: &str, reason: &str) {
-        self.forget(id);
+    /// Tells the peer to cancel one of our requests (never `initialize`).
+    pub(crate) fn send_cancel(&self, id: &RequestId, method: &str, reason: &str) {
         if method == "initialize" || self.closed() {
             return;
         }

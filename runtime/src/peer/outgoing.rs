@@ -154,15 +154,28 @@ impl<R> OutgoingRequest<R> {
         self
     }
 
-    /// Tells the peer to cancel and forgets the request.
-    fn cancel(&mut self, reason: &str) {
-        if self.state != State::Waiting {
-            self.state = State::Done;
-            self.shared.forget(&self.id);
-            return;
+    /// Tells the peer to cancel the request now, and keeps waiting for its answer.
+    ///
+    /// ACP and LSP peers still answer a cancelled request (-32800, or a partial result), which
+    /// this future then resolves to; an MCP peer sends nothing, so combine it with
+    /// [`timeout`](Self::timeout). Calling it again, or dropping the request afterwards, sends
+    /// no second cancel.
+    pub fn cancel(&mut self) {
+        if self.state == State::Waiting {
+            self.shared
+                .send_cancel(&self.id, &self.method, "cancelled by the caller");
+            self.state = State::Detached;
+            self.scope = None;
+        }
+    }
+
+    /// Tells the peer to cancel (unless that already happened) and forgets the request.
+    fn give_up(&mut self, reason: &str) {
+        if self.state == State::Waiting {
+            self.shared.send_cancel(&self.id, &self.method, reason);
         }
         self.state = State::Done;
-        self.shared.cancel_outgoing(&self.id, &self.method, reason);
+        self.shared.forget(&self.id);
     }
 }
 
@@ -188,7 +201,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
                 .get_or_insert_with(|| Box::pin(scope.token().clone().cancelled_owned()));
             if waiter.as_mut().poll(cx).is_ready() {
                 let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
-                this.cancel(&reason.to_string());
+                this.give_up(&reason.to_string());
                 return Poll::Ready(Err(RequestError::Cancelled(Cancelled::new(reason))));
             }
         }
@@ -196,7 +209,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
             && sleep.as_mut().poll(cx).is_ready()
         {
             let after = *after;
-            this.cancel(&format!("timed out after {after:?}"));
+            this.give_up(&format!("timed out after {after:?}"));
             return Poll::Ready(Err(RequestError::Timeout(after)));
         }
         Poll::Pending
@@ -206,7 +219,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
 impl<R> Drop for OutgoingRequest<R> {
     fn drop(&mut self) {
         match self.state {
-            State::Waiting => self.cancel("the caller dropped the request"),
+            State::Waiting => self.give_up("the caller dropped the request"),
             State::Detached => self.shared.forget(&self.id),
             State::Done => {}
         }
