@@ -44,7 +44,6 @@ pub fn allocations() -> u64 {
 }
 
 /// Bytes currently allocated.
-#[allow(dead_code)]
 pub fn live_bytes() -> isize {
     LIVE_BYTES.load(Ordering::Relaxed)
 }

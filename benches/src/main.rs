@@ -5,20 +5,22 @@
 
 mod alloc;
 mod macro_bench;
+mod peer_bench;
 mod report;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let names: Vec<&str> = if args.is_empty() {
-        vec!["macro"]
+        vec!["macro", "peer"]
     } else {
         args.iter().map(String::as_str).collect()
     };
     for name in names {
         match name {
             "macro" => macro_bench::run(),
+            "peer" => peer_bench::run(),
             other => {
-                eprintln!("unknown benchmark `{other}`; available: macro");
+                eprintln!("unknown benchmark `{other}`; available: macro, peer");
                 std::process::exit(2);
             }
         }
