@@ -31,6 +31,8 @@
 mod cancelled;
 mod error;
 pub mod peer;
+#[cfg(feature = "rap")]
+pub mod rap;
 pub mod scope;
 
 #[doc(hidden)]
