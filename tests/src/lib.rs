@@ -100,8 +100,19 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 
 /// Builds one of the runtime's examples and returns the path of its binary.
 pub fn example(name: &str) -> PathBuf {
+    example_with_features(name, &[])
+}
+
+/// Like [`example`], for an example that needs some of the runtime's features.
+pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
+    let features = features.join(",");
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "-p", "cancelkit", "--example", name])
+        .args(if features.is_empty() {
+            vec![]
+        } else {
+            vec!["--features", features.as_str()]
+        })
         .current_dir(schema_dir().parent().expect("the workspace root"))
         .status()
         .expect("cargo runs");

@@ -172,6 +172,18 @@ impl Rig {
     }
 }
 
+/// Kills what is left of a process group when a test fails half-way.
+struct KillGroup(i32);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{}", self.0)])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
 /// Processes (not zombies) whose process group is `pgid`, from /proc.
 fn live_group_members(pgid: i32) -> Vec<i32> {
     let mut members = Vec::new();
@@ -218,6 +230,7 @@ async fn cancel_process_group(prelude: &str) -> Duration {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
+    let _cleanup = KillGroup(pgid);
     assert!(
         live_group_members(pgid).len() >= 3,
         "the shell and its two sleeps run"
@@ -566,4 +579,31 @@ async fn the_tracker_injects_interrupted_and_drops_late_results() {
             .deliver(json!({"group_id": "x", "id": "y"}))
             .is_none()
     );
+}
+
+/// The example pair works as its docs say.
+#[test]
+fn the_rap_example_pair_cancels_a_process_tool() {
+    cancelkit_tests::example_with_features("rap_tool_server", &["rap"]);
+    let runtime = cancelkit_tests::example_with_features("rap_runtime", &["rap"]);
+    let output = std::process::Command::new(runtime).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("invoked `run` (a 30 s script): HTTP 200 OK"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("recorded \"interrupted\" at once"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("real results received for the cancelled call: 0"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("is gone"), "{stdout}");
 }

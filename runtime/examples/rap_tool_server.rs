@@ -1,0 +1,73 @@
+//! A RAP tool server on loopback with one process tool, `run {script}` (a shell script in its
+//! own process group and temporary directory), and `sleep {seconds}`. A `/cancel_tool_call`
+//! terminates the script's whole process group and removes its directory.
+//!
+//! Prints `listening on http://127.0.0.1:PORT` first, then logs to stderr.
+//!
+//! ```text
+//! cargo run -p cancelkit --features rap --example rap_tool_server -- [PORT] [TOKEN]
+//! ```
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cancelkit::cancellable;
+use cancelkit::rap::{ToolCall, ToolError, ToolOutput, ToolServer, process};
+use serde_json::{Value, json};
+
+async fn run_script(args: Value, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let script = args["script"].as_str().ok_or("`run` needs a `script`")?;
+    tracing::info!(tool_call_id = %call.tool_call_id, script, "running");
+    let mut command = tokio::process::Command::new("sh");
+    command.arg("-c").arg(script);
+    let output = process::run(command, Duration::from_secs(2)).await?;
+    Ok(ToolOutput::Text(format!(
+        "{}{}",
+        output.stdout, output.stderr
+    )))
+}
+
+#[cancellable]
+async fn sleep(args: Value, _call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let seconds = args["seconds"].as_f64().unwrap_or(1.0).clamp(0.0, 3600.0);
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    Ok(ToolOutput::Text(format!("slept {seconds} s")))
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let mut args = std::env::args().skip(1);
+    let port: u16 = args.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let token = args.next().unwrap_or_else(|| "example-token".into());
+    let server = ToolServer::builder("cancelkit-example-tools")
+        .bearer_token(token)
+        .operation(
+            "run",
+            "Runs a shell script; cancellable (the whole process group stops).",
+            json!({"type": "object", "properties": {"script": {"type": "string"}}, "required": ["script"]}),
+            run_script,
+        )
+        .operation(
+            "sleep",
+            "Sleeps; cancellable.",
+            json!({"type": "object", "properties": {"seconds": {"type": "number"}}}),
+            sleep,
+        )
+        .build();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+    axum::serve(
+        listener,
+        server
+            .router()
+            .into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}
