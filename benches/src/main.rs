@@ -6,12 +6,13 @@
 mod alloc;
 mod macro_bench;
 mod peer_bench;
+mod rap_bench;
 mod report;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let names: Vec<&str> = if args.is_empty() {
-        vec!["macro", "peer"]
+        vec!["macro", "peer", "rap"]
     } else {
         args.iter().map(String::as_str).collect()
     };
@@ -19,8 +20,9 @@ fn main() {
         match name {
             "macro" => macro_bench::run(),
             "peer" => peer_bench::run(),
+            "rap" => rap_bench::run(),
             other => {
-                eprintln!("unknown benchmark `{other}`; available: macro, peer");
+                eprintln!("unknown benchmark `{other}`; available: macro, peer, rap");
                 std::process::exit(2);
             }
         }

@@ -1,8 +1,11 @@
 use cancelkit::cancellable;
 
+#[derive(Debug)]
+struct ParseError;
+
 #[cancellable]
-async fn parse(input: String) -> Result<u32, String> {
-    input.parse().map_err(|_| input.clone())
+async fn parse(input: String) -> Result<u32, ParseError> {
+    input.parse().map_err(|_| ParseError)
 }
 
 fn main() {}
