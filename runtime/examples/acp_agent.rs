@@ -20,6 +20,9 @@ use cancelkit::{JsonRpcError, cancellable};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+#[path = "support/log.rs"]
+mod log;
+
 static SESSIONS: AtomicU64 = AtomicU64::new(1);
 
 async fn initialize(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
@@ -112,13 +115,7 @@ async fn prompt(params: Prompt, cx: Context) -> Result<Value, JsonRpcError> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    log::init();
     let router = Router::new()
         .request("initialize", initialize)
         .request("session/new", new_session)

@@ -16,6 +16,9 @@ use cancelkit::{JsonRpcError, cancellable};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+#[path = "support/log.rs"]
+mod log;
+
 #[derive(Deserialize)]
 struct Initialize {
     #[serde(rename = "protocolVersion")]
@@ -114,13 +117,7 @@ async fn sleep(duration: Duration, cx: Context) -> Result<Value, JsonRpcError> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    log::init();
     let router = Router::new()
         .request("initialize", initialize)
         .request("ping", |_: Value, _cx: Context| async {

@@ -15,6 +15,9 @@ use cancelkit::cancellable;
 use cancelkit::rap::{ToolCall, ToolError, ToolOutput, ToolServer, process};
 use serde_json::{Value, json};
 
+#[path = "support/log.rs"]
+mod log;
+
 async fn run_script(args: Value, call: ToolCall) -> Result<ToolOutput, ToolError> {
     let script = args["script"].as_str().ok_or("`run` needs a `script`")?;
     tracing::info!(tool_call_id = %call.tool_call_id, script, "running");
@@ -36,13 +39,7 @@ async fn sleep(args: Value, _call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    log::init();
     let mut args = std::env::args().skip(1);
     let port: u16 = args.next().and_then(|p| p.parse().ok()).unwrap_or(0);
     let token = args.next().unwrap_or_else(|| "example-token".into());

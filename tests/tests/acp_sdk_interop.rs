@@ -186,9 +186,9 @@ async fn serve_their_agent(io: tokio::io::DuplexStream, events: Events) {
     let _ = result;
 }
 
-#[tokio::test]
-async fn our_dropped_request_fires_their_request_cancellation() {
-    let (events, mut rx) = mpsc::unbounded_channel();
+/// Our client, initialized against their agent.
+async fn our_client_against_their_agent() -> (Peer, mpsc::UnboundedReceiver<String>) {
+    let (events, rx) = mpsc::unbounded_channel();
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     tokio::spawn(serve_their_agent(theirs, events));
     let (read, write) = tokio::io::split(ours);
@@ -202,6 +202,12 @@ async fn our_dropped_request_fires_their_request_cancellation() {
         .await
         .expect("their agent answers initialize");
     assert_eq!(init["protocolVersion"], 1);
+    (client, rx)
+}
+
+#[tokio::test]
+async fn our_dropped_request_fires_their_request_cancellation() {
+    let (client, mut rx) = our_client_against_their_agent().await;
     // They do not declare the draft capability, so we send the shipped form.
     assert!(!client.handle().peer_accepts_draft_cancel());
 
@@ -216,19 +222,7 @@ async fn our_dropped_request_fires_their_request_cancellation() {
 
 #[tokio::test]
 async fn our_timed_out_request_fires_their_request_cancellation() {
-    let (events, mut rx) = mpsc::unbounded_channel();
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    tokio::spawn(serve_their_agent(theirs, events));
-    let (read, write) = tokio::io::split(ours);
-    let client = Peer::builder(Protocol::Acp).connect(read, write);
-    let _: Value = client
-        .handle()
-        .request(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .unwrap();
+    let (client, mut rx) = our_client_against_their_agent().await;
     let outcome = client
         .handle()
         .request::<_, Value>("session/prompt", json!({"sessionId": "s", "prompt": []}))

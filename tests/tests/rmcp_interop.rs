@@ -93,6 +93,30 @@ impl TappedServer {
         panic!("no log line with {needle:?}:\n{}", self.log.lock().unwrap());
     }
 
+    /// Our server logged a cancel with `reason`, stopped the tool, sent no response for it, and
+    /// still serves `client`.
+    async fn assert_stopped_without_response(
+        &self,
+        reason: &str,
+        client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    ) {
+        let log = self.wait_for_log(&format!("reason=\"{reason}\"")).await;
+        let id = logged_id(&log, "the peer cancelled a request");
+        self.wait_for_log(&format!("sleep tool stopped request_id={id}"))
+            .await;
+        self.wait_for_log(&format!(
+            "no response for a request the peer cancelled request_id={id}"
+        ))
+        .await;
+        assert_still_serving(client).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            self.responses_for(&id),
+            0,
+            "no response for the cancelled call"
+        );
+    }
+
     fn responses_for(&self, id: &str) -> usize {
         let id: Value = serde_json::from_str(id).expect("a logged id is JSON");
         self.written
@@ -140,25 +164,9 @@ async fn rmcp_client_dropping_a_call_stops_our_handler_and_gets_no_response() {
     );
     // Dropping the future made rmcp send notifications/cancelled; our server logged it,
     // stopped the tool, and sent nothing for it.
-    let log = server
-        .wait_for_log("reason=\"request abandoned by the caller\"")
-        .await;
-    let id = logged_id(&log, "the peer cancelled a request");
     server
-        .wait_for_log(&format!("sleep tool stopped request_id={id}"))
+        .assert_stopped_without_response("request abandoned by the caller", &client)
         .await;
-    server
-        .wait_for_log(&format!(
-            "no response for a request the peer cancelled request_id={id}"
-        ))
-        .await;
-    assert_still_serving(&client).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        server.responses_for(&id),
-        0,
-        "no response for the cancelled call"
-    );
     client.cancel().await.unwrap();
 }
 
@@ -180,18 +188,9 @@ async fn rmcp_client_timing_out_a_call_stops_our_handler_and_gets_no_response() 
         matches!(outcome, Err(rmcp::service::ServiceError::Timeout { .. })),
         "{outcome:?}"
     );
-    let log = server.wait_for_log("reason=\"request timeout\"").await;
-    let id = logged_id(&log, "the peer cancelled a request");
     server
-        .wait_for_log(&format!("sleep tool stopped request_id={id}"))
+        .assert_stopped_without_response("request timeout", &client)
         .await;
-    assert_still_serving(&client).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        server.responses_for(&id),
-        0,
-        "no response for the cancelled call"
-    );
     client.cancel().await.unwrap();
 }
 
