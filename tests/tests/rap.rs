@@ -16,6 +16,9 @@ use tokio::net::TcpListener;
 
 const TOKEN: &str = "s3cret";
 
+/// The process tool's grace period between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_millis(1500);
+
 /// Serves `router` on a fresh loopback port (with client addresses, for the rate limit).
 async fn serve(router: axum::Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -93,7 +96,7 @@ fn tool_server(
                 command
                     .arg("-c")
                     .arg(args["script"].as_str().unwrap_or("true"));
-                let output = rap::process::run(command, Duration::from_millis(300)).await?;
+                let output = rap::process::run(command, GRACE).await?;
                 Ok(ToolOutput::Text(output.stdout))
             },
         );
@@ -243,7 +246,7 @@ async fn cancel_process_group(prelude: &str) -> Duration {
         (200, String::new())
     );
     r.wait_running(0).await;
-    for _ in 0..200 {
+    for _ in 0..500 {
         if live_group_members(pgid).is_empty() && !std::path::Path::new(&dir).exists() {
             break;
         }
