@@ -36,6 +36,11 @@ struct Origin {
     token: CancellationToken,
     reason: OnceLock<CancelReason>,
     parent: Option<Arc<Origin>>,
+    /// A root's idle child. tokio-util frees a token's list of children whenever the last
+    /// child leaves and allocates it again for the next one; with this child always present, a
+    /// long-lived root serves one short-lived child after another (calls, requests) without
+    /// reallocating the list each time.
+    _anchor: Option<CancellationToken>,
 }
 
 /// A cancellation token plus, when it descends from a [`Canceller`], the way to learn why it was
@@ -74,7 +79,9 @@ impl Scope {
     /// assert_eq!(child.cancel_reason(), Some(CancelReason::Shutdown));
     /// ```
     pub fn root() -> (Self, Canceller) {
-        Self::new(CancellationToken::new()).with_canceller()
+        let token = CancellationToken::new();
+        let anchor = token.child_token();
+        Self::new(token).attach_canceller(Some(anchor))
     }
 
     /// Attaches a [`Canceller`] to this scope's token, so that cancelling through it records a
@@ -83,10 +90,15 @@ impl Scope {
     /// Reasons recorded further out still apply: a scope reports the innermost recorded reason
     /// among the cancelled tokens it descends from.
     pub fn with_canceller(self) -> (Self, Canceller) {
+        self.attach_canceller(None)
+    }
+
+    fn attach_canceller(self, anchor: Option<CancellationToken>) -> (Self, Canceller) {
         let origin = Arc::new(Origin {
             token: self.token.clone(),
             reason: OnceLock::new(),
             parent: self.origin,
+            _anchor: anchor,
         });
         let canceller = Canceller {
             origin: Arc::clone(&origin),
