@@ -17,6 +17,10 @@
 //!   with a log line;
 //! - closing the connection cancels everything in flight.
 //!
+//! A cancel that arrives before its request is not remembered: on one ordered stream the
+//! request is always registered first, so such a cancel can only be late (for a finished
+//! request), and remembering it would wrongly cancel a later request that reuses the id.
+//!
 //! ```
 //! use cancelkit::peer::{Context, Peer, Protocol, Router};
 //! use cancelkit::{cancellable, JsonRpcError};
@@ -251,13 +255,14 @@ impl PeerHandle {
     ) -> OutgoingRequest<R> {
         let shared = &self.shared;
         let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let name: Arc<str> = Arc::from(method);
         let mut params = match serde_json::to_value(params) {
             Ok(params) => params,
             Err(e) => {
                 return OutgoingRequest::failed(
                     Arc::clone(shared),
                     id,
-                    method.to_owned(),
+                    name,
                     RequestError::Encode(e),
                 );
             }
@@ -275,19 +280,14 @@ impl PeerHandle {
                 id.clone(),
                 Pending {
                     tx,
-                    method: method.to_owned(),
+                    method: Arc::clone(&name),
                 },
             );
         if shared.closed() || !shared.send(wire::request(&id, method, raw.as_deref())) {
             shared.forget(&id);
-            return OutgoingRequest::failed(
-                Arc::clone(shared),
-                id,
-                method.to_owned(),
-                RequestError::Closed,
-            );
+            return OutgoingRequest::failed(Arc::clone(shared), id, name, RequestError::Closed);
         }
-        OutgoingRequest::new(Arc::clone(shared), id, method.to_owned(), rx)
+        OutgoingRequest::new(Arc::clone(shared), id, name, rx)
     }
 
     /// Sends a notification. Fails only if the connection is closed.
@@ -334,7 +334,8 @@ impl PeerHandle {
 
 struct Pending {
     tx: oneshot::Sender<Reply>,
-    method: String,
+    /// Shared with the request's future: one allocation for both.
+    method: Arc<str>,
 }
 
 pub(crate) struct Shared {
@@ -531,7 +532,7 @@ fn handle_message(peer: &PeerHandle, bytes: &[u8]) {
             match pending {
                 Some(pending) => {
                     if shared.protocol == Protocol::Acp
-                        && pending.method == "initialize"
+                        && &*pending.method == "initialize"
                         && let Ok(result) = &outcome
                     {
                         let accepts =

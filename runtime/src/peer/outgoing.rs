@@ -66,7 +66,7 @@ impl From<RequestError> for JsonRpcError {
 pub struct OutgoingRequest<R> {
     shared: Arc<Shared>,
     id: RequestId,
-    method: String,
+    method: Arc<str>,
     rx: oneshot::Receiver<Reply>,
     scope: Option<Scope>,
     waiter: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
@@ -101,7 +101,7 @@ impl<R> OutgoingRequest<R> {
     pub(crate) fn new(
         shared: Arc<Shared>,
         id: RequestId,
-        method: String,
+        method: Arc<str>,
         rx: oneshot::Receiver<Reply>,
     ) -> Self {
         Self {
@@ -122,7 +122,7 @@ impl<R> OutgoingRequest<R> {
     pub(crate) fn failed(
         shared: Arc<Shared>,
         id: RequestId,
-        method: String,
+        method: Arc<str>,
         error: RequestError,
     ) -> Self {
         let (_, rx) = oneshot::channel();
