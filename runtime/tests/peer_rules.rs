@@ -556,3 +556,56 @@ async fn an_explicit_cancel_waits_for_the_peers_answer() {
     assert_eq!(next_event(&mut rx).await, Event::Dropped("asked".into()));
     assert_eq!(client.handle().pending_requests(), 0);
 }
+
+/// A writer that always fails, as stdout does once the other side has gone.
+struct BrokenPipe;
+
+impl tokio::io::AsyncWrite for BrokenPipe {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        _buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// When answers can no longer be written, the connection closes and cancels what is in flight.
+#[tokio::test]
+async fn a_failed_write_closes_the_connection() {
+    use tokio::io::AsyncWriteExt;
+    let (events, mut rx) = common::events_channel();
+    let (mut client, server_io) = tokio::io::duplex(1 << 16);
+    let server = Peer::builder(Protocol::Acp)
+        .router(common::router(events))
+        .connect(server_io, BrokenPipe);
+    let line = |value: Value| format!("{value}\n");
+    client
+        .write_all(line(sleep_request(json!(1), "waiting", 60_000)).as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(next_event(&mut rx).await, Event::Started("waiting".into()));
+    client
+        .write_all(
+            line(json!({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {"text": "x"}}))
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_event(&mut rx).await, Event::Dropped("waiting".into()));
+    tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .expect("the connection closes");
+}

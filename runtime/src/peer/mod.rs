@@ -180,6 +180,7 @@ impl PeerBuilder {
             out_rx,
             self.framing,
             stop_writing.clone(),
+            shared.stop_reading.clone(),
         ));
         let reader_task = tokio::spawn(read_loop(
             handle.clone(),
@@ -422,11 +423,14 @@ fn declares_draft_cancellation(message: Option<&RawValue>, key: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Writes queued messages, batching whatever is queued into one write. A write error closes
+/// the connection (`close_reading`): nothing more can be answered on it.
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
     framing: Framing,
     stop: CancellationToken,
+    close_reading: CancellationToken,
 ) {
     let mut buffer = Vec::with_capacity(8 * 1024);
     loop {
@@ -446,12 +450,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         {
             framing::encode(framing, &message, &mut buffer);
         }
-        if let Err(e) = writer.write_all(&buffer).await {
-            tracing::warn!(error = %e, "cannot write to the peer; closing the connection");
-            return;
+        if let Err(e) = async {
+            writer.write_all(&buffer).await?;
+            writer.flush().await
         }
-        if let Err(e) = writer.flush().await {
-            tracing::warn!(error = %e, "cannot flush to the peer; closing the connection");
+        .await
+        {
+            tracing::warn!(error = %e, "cannot write to the peer; closing the connection");
+            close_reading.cancel();
             return;
         }
     }
