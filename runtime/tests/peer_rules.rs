@@ -609,3 +609,26 @@ async fn a_failed_write_closes_the_connection() {
         .await
         .expect("the connection closes");
 }
+
+/// MCP owes no response after a cancel, so a client may reuse the id at once: the new request
+/// is served, not rejected as a duplicate, and the old handler's late end sends nothing.
+#[tokio::test]
+async fn mcp_ids_are_free_again_right_after_a_cancel() {
+    let mut s = serve(MCP, |b| b);
+    s.wire.send(sleep_request(json!(5), "old", 60_000)).await;
+    assert_eq!(
+        next_event(&mut s.events).await,
+        Event::Started("old".into())
+    );
+    s.wire
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}))
+        .await;
+    let answer = s.wire.call(json!(5), "echo", json!({"text": "new"})).await;
+    assert_eq!(answer["result"], "new", "{answer}");
+    assert_eq!(
+        next_event(&mut s.events).await,
+        Event::Dropped("old".into())
+    );
+    s.wire.assert_silent(SHORT).await;
+    assert_eq!(s.peer.in_flight(), 0);
+}

@@ -567,7 +567,10 @@ fn handle_notification(peer: &PeerHandle, method: &str, params: Option<&RawValue
         match cancel {
             Ok(cancel) => {
                 let reason = CancelReason::Peer(cancel.reason.clone());
-                match shared.registry.cancel(&cancel.id, reason) {
+                match shared
+                    .registry
+                    .cancel(&cancel.id, reason, !shared.answer_cancelled)
+                {
                     Cancel::Cancelled => tracing::info!(
                         request_id = %cancel.id,
                         reason = cancel.reason.as_deref().unwrap_or("none given"),
@@ -754,11 +757,10 @@ async fn run_handler(
 /// Sends a finished request's answer, as the protocol wants it.
 fn finish(peer: &PeerHandle, id: RequestId, generation: u64, is_initialize: bool, reply: Reply) {
     let shared = &peer.shared;
-    let finished = shared.registry.finish(&id, generation);
-    if finished.peer_cancelled && !shared.answer_cancelled {
+    let Some(finished) = shared.registry.finish(&id, generation) else {
         tracing::info!(request_id = %id, "no response for a request the peer cancelled");
         return;
-    }
+    };
     let reply = match reply {
         // ACP: a turn ended by `session/cancel` is answered with a result, never an error.
         Err(error) if finished.session_cancelled && error.is_cancelled() => Ok(

@@ -14,7 +14,7 @@ struct Entry {
     canceller: Canceller,
     /// `initialize` can never be cancelled.
     cancellable: bool,
-    /// The peer asked to cancel it (MCP then sends no response).
+    /// The peer asked to cancel it (a second cancel is ignored).
     peer_cancelled: bool,
     /// ACP `session/prompt`: the session it runs a turn of.
     session: Option<String>,
@@ -23,9 +23,9 @@ struct Entry {
 }
 
 /// What a finished request's entry recorded.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Finished {
-    pub peer_cancelled: bool,
+    /// ACP: ended by `session/cancel`.
     pub session_cancelled: bool,
 }
 
@@ -86,7 +86,11 @@ impl Registry {
     }
 
     /// Cancels the request `id` at the peer's request.
-    pub(crate) fn cancel(&self, id: &RequestId, reason: CancelReason) -> Cancel {
+    ///
+    /// With `forget`, for protocols where a cancelled request gets no response (MCP), the entry
+    /// goes at once: the peer considers the id free again, and its handler, finishing later,
+    /// finds no entry and sends nothing.
+    pub(crate) fn cancel(&self, id: &RequestId, reason: CancelReason, forget: bool) -> Cancel {
         let mut entries = self.lock();
         let Some(entry) = entries.get_mut(id) else {
             return Cancel::Unknown;
@@ -99,6 +103,12 @@ impl Registry {
         }
         entry.peer_cancelled = true;
         entry.canceller.cancel(reason);
+        if forget {
+            entries.remove(id);
+            if entries.is_empty() {
+                self.drained.notify_waiters();
+            }
+        }
         Cancel::Cancelled
     }
 
@@ -118,8 +128,9 @@ impl Registry {
         cancelled
     }
 
-    /// Removes a finished request (only if it is still the same generation).
-    pub(crate) fn finish(&self, id: &RequestId, generation: u64) -> Finished {
+    /// Removes a finished request; `None` if its entry is already gone (cancelled with
+    /// `forget`, its id possibly reused since): then no response is owed.
+    pub(crate) fn finish(&self, id: &RequestId, generation: u64) -> Option<Finished> {
         let mut entries = self.lock();
         match entries.get(id) {
             Some(entry) if entry.generation == generation => {
@@ -127,12 +138,11 @@ impl Registry {
                 if entries.is_empty() {
                     self.drained.notify_waiters();
                 }
-                Finished {
-                    peer_cancelled: entry.peer_cancelled,
+                Some(Finished {
                     session_cancelled: entry.session_cancelled,
-                }
+                })
             }
-            _ => Finished::default(),
+            _ => None,
         }
     }
 
