@@ -632,3 +632,33 @@ async fn mcp_ids_are_free_again_right_after_a_cancel() {
     s.wire.assert_silent(SHORT).await;
     assert_eq!(s.peer.in_flight(), 0);
 }
+
+/// Notifications are handled in the order they arrived, even when handlers take time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_are_handled_in_arrival_order() {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    let router = Router::new().notification("session/update", move |n: u64, _cx: Context| {
+        let tx = tx.clone();
+        async move {
+            // Uneven work: later updates would overtake earlier ones if run concurrently.
+            for _ in 0..(n % 7) {
+                tokio::task::yield_now().await;
+            }
+            let _ = tx.send(n);
+        }
+    });
+    let (_server, client) = common::pair(
+        Peer::builder(Protocol::Acp).router(router),
+        Peer::builder(Protocol::Acp),
+    );
+    for n in 0..1_000u64 {
+        client.handle().notify("session/update", n).unwrap();
+    }
+    for expected in 0..1_000u64 {
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, expected);
+    }
+}

@@ -151,6 +151,7 @@ impl PeerBuilder {
         Wr: AsyncWrite + Send + Unpin + 'static,
     {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let (notifications_tx, notifications_rx) = mpsc::unbounded_channel();
         let (connection, canceller) = Scope::root();
         let shared = Arc::new(Shared {
             protocol: self.protocol,
@@ -167,10 +168,15 @@ impl PeerBuilder {
             limiter: self.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             tasks: (self.protocol == Protocol::Mcp(McpRevision::V2025_11_25))
                 .then(|| Arc::new(tasks::Tasks::default())),
+            notifications: notifications_tx,
             connection,
             canceller,
             stop_reading: CancellationToken::new(),
         });
+        tokio::spawn(notification_loop(
+            notifications_rx,
+            shared.connection.child(),
+        ));
         let handle = PeerHandle {
             shared: Arc::clone(&shared),
         };
@@ -353,6 +359,8 @@ pub(crate) struct Shared {
     limiter: Option<Arc<Semaphore>>,
     /// MCP 2025-11-25: task-augmented requests and `tasks/*`.
     tasks: Option<Arc<tasks::Tasks>>,
+    /// Notification handlers, run one after another in arrival order.
+    notifications: mpsc::UnboundedSender<router::BoxFuture<()>>,
     /// Parent of every handler's scope; cancelled (shutdown) when the connection closes.
     connection: Scope,
     canceller: Canceller,
@@ -523,6 +531,33 @@ async fn read_loop<Rd: AsyncRead + Unpin>(
     let _ = writer_task.await;
 }
 
+/// Runs notification handlers one at a time, in the order the notifications arrived (streamed
+/// updates such as ACP `session/update` must not overtake each other), until the connection
+/// closes.
+async fn notification_loop(
+    mut queue: mpsc::UnboundedReceiver<router::BoxFuture<()>>,
+    scope: Scope,
+) {
+    let closed = scope.token().clone();
+    scope
+        .run(async move {
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = closed.cancelled() => break,
+                    next = queue.recv() => next,
+                };
+                let Some(handler) = next else { break };
+                tokio::select! {
+                    biased;
+                    () = closed.cancelled() => break,
+                    () = handler => {}
+                }
+            }
+        })
+        .await;
+}
+
 /// Handles one message. Runs on the reader task: everything here is quick and never waits.
 fn handle_message(peer: &PeerHandle, bytes: &[u8]) {
     let shared = &peer.shared;
@@ -603,7 +638,7 @@ fn handle_notification(peer: &PeerHandle, method: &str, params: Option<&RawValue
     };
     match shared.router.notify(method, params, cx) {
         Some(Ok(fut)) => {
-            tokio::spawn(shared.connection.child().run(fut));
+            let _ = shared.notifications.send(fut);
         }
         Some(Err(why)) => tracing::warn!(method, why, "ignored a notification with invalid params"),
         None if method.starts_with("$/") => {

@@ -207,6 +207,10 @@ impl Router {
 
     /// Routes notifications for `method` to `handler`. Params that do not deserialize are
     /// logged and dropped (a notification never gets a response).
+    ///
+    /// Notification handlers run one at a time, in the order their notifications arrived, so
+    /// streamed updates (ACP `session/update`) are seen in order; a handler that waits holds
+    /// up later notifications, never requests or cancels.
     pub fn notification<F, Fut, P>(mut self, method: impl Into<String>, handler: F) -> Self
     where
         F: Fn(P, Context) -> Fut + Send + Sync + 'static,
