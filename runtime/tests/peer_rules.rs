@@ -662,3 +662,46 @@ async fn notifications_are_handled_in_arrival_order() {
         assert_eq!(got, expected);
     }
 }
+
+/// A handler that panics still answers (-32603), leaves nothing in flight, and the connection
+/// goes on; so does a notification handler that panics.
+#[tokio::test]
+async fn a_panicking_handler_is_answered_and_the_connection_goes_on() {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    let router = Router::new()
+        .request("boom", |_: Value, _cx: Context| async {
+            if true {
+                panic!("handler bug");
+            }
+            Ok::<Value, JsonRpcError>(Value::Null)
+        })
+        .request("echo", |text: String, _cx: Context| async move {
+            Ok::<_, JsonRpcError>(text)
+        })
+        .notification("tick", move |n: u32, _cx: Context| {
+            let tx = tx.clone();
+            async move {
+                assert!(n != 1, "notification handler bug");
+                let _ = tx.send(n);
+            }
+        });
+    let (server, client) = common::pair(
+        Peer::builder(Protocol::Acp).router(router),
+        Peer::builder(Protocol::Acp),
+    );
+    match client.handle().request::<_, Value>("boom", json!({})).await {
+        Err(RequestError::Rpc(error)) => assert_eq!(error.code.code(), -32603),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.handle().in_flight(), 0);
+    client.handle().notify("tick", 1).unwrap();
+    client.handle().notify("tick", 2).unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap(),
+        Some(2)
+    );
+    let echo: String = client.handle().request("echo", "alive").await.unwrap();
+    assert_eq!(echo, "alive");
+}

@@ -88,6 +88,17 @@ fn tool_server(
             |args: Value, call: ToolCall| sleep_tool(args, call),
         )
         .operation(
+            "panic",
+            "Has a bug",
+            json!({"type": "object"}),
+            |_args: Value, _call: ToolCall| async move {
+                if true {
+                    panic!("tool bug");
+                }
+                Ok(ToolOutput::from("unreachable"))
+            },
+        )
+        .operation(
             "run",
             "Runs a shell script",
             json!({"type": "object"}),
@@ -314,6 +325,17 @@ async fn a_finished_call_posts_its_result_with_the_call_id() {
     assert!(!std::path::Path::new(&dir).exists());
 }
 
+/// A tool that panics is reported as a failed call and leaves nothing running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_tool_reports_an_error_result() {
+    let r = rig(|b| b).await;
+    assert_eq!(r.invoke("panic", "call_p", json!({})).await, 200);
+    let results = r.callbacks.wait_for(1).await;
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(results[0]["text"], "the tool panicked");
+    r.wait_running(0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cancel_endpoint_never_reveals_call_state() {
     let r = rig(|b| b).await;
@@ -434,7 +456,7 @@ async fn invoke_validates_and_the_toolset_lists_operations() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["echo", "run", "sleep"]);
+    assert_eq!(names, ["echo", "panic", "run", "sleep"]);
     assert_eq!(toolset["name"], "test-tools");
 }
 

@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use cancelkit_protocol::acp;
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -551,7 +551,7 @@ async fn notification_loop(
                 tokio::select! {
                     biased;
                     () = closed.cancelled() => break,
-                    () = handler => {}
+                    _ = std::panic::AssertUnwindSafe(handler).catch_unwind() => {}
                 }
             }
         })
@@ -692,7 +692,14 @@ fn handle_request(peer: &PeerHandle, id: RequestId, method: &str, params: Option
             scope.token().clone(),
         );
         tokio::spawn(scope.clone().run(async move {
-            let reply = run_handler(handler, &scope, &token, limiter, route.cooperative).await;
+            let reply = guarded(run_handler(
+                handler,
+                &scope,
+                &token,
+                limiter,
+                route.cooperative,
+            ))
+            .await;
             tasks.finish(&task_id, reply);
         }));
         return;
@@ -746,7 +753,7 @@ fn spawn_request(
     let limiter = shared.limiter.clone();
     let token = scope.token().clone();
     tokio::spawn(scope.clone().run(async move {
-        let reply = run_handler(handler, &scope, &token, limiter, cooperative).await;
+        let reply = guarded(run_handler(handler, &scope, &token, limiter, cooperative)).await;
         finish(&peer, id, generation, is_initialize, reply);
     }));
 }
@@ -756,6 +763,15 @@ fn send_reply(shared: &Shared, id: &RequestId, reply: &Reply) {
         Ok(result) => wire::result(id, result),
         Err(error) => wire::error(Some(id), error),
     });
+}
+
+/// Runs a handler's future, turning a panic into -32603: the request is still answered (and
+/// leaves the registry), and the connection goes on.
+async fn guarded(reply: impl std::future::Future<Output = Reply>) -> Reply {
+    std::panic::AssertUnwindSafe(reply)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| Err(JsonRpcError::internal("the request handler panicked")))
 }
 
 /// Waits for a slot (cancellably), then runs the handler; unless the route is cooperative, a

@@ -14,6 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cancelkit_protocol::rap::{ToolCancellation, ToolInvocation};
+use futures_util::FutureExt;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
 
@@ -320,6 +321,10 @@ async fn invoke(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let work = (operation.handler)(Value::Object(invocation.arguments.clone()), call);
     let token = scope.token().clone();
     tokio::spawn(scope.run(async move {
+        // A panicking tool is reported as a failed call; the server goes on.
+        let work = std::panic::AssertUnwindSafe(work)
+            .catch_unwind()
+            .map(|outcome| outcome.unwrap_or_else(|_| Err(ToolError("the tool panicked".into()))));
         let outcome = tokio::select! {
             biased;
             outcome = work => Some(outcome),
