@@ -705,3 +705,25 @@ async fn a_panicking_handler_is_answered_and_the_connection_goes_on() {
     let echo: String = client.handle().request("echo", "alive").await.unwrap();
     assert_eq!(echo, "alive");
 }
+
+/// A request waiting for an answer fails with `Closed` when the connection ends.
+#[tokio::test]
+async fn pending_requests_fail_when_the_connection_closes() {
+    let mut s = serve(Protocol::Acp, |b| b);
+    let request = tokio::spawn({
+        let peer = s.peer.clone();
+        async move { peer.request::<_, Value>("client/never", json!({})).await }
+    });
+    assert_eq!(s.wire.recv().await["method"], "client/never");
+    s.wire.hang_up().await;
+    let outcome = tokio::time::timeout(Duration::from_secs(5), request)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(outcome, Err(RequestError::Closed)), "{outcome:?}");
+    assert!(matches!(
+        s.peer.request::<_, Value>("client/late", json!({})).await,
+        Err(RequestError::Closed)
+    ));
+    assert!(s.peer.is_closed());
+}
