@@ -767,11 +767,16 @@ fn send_reply(shared: &Shared, id: &RequestId, reply: &Reply) {
 
 /// Runs a handler's future, turning a panic into -32603: the request is still answered (and
 /// leaves the registry), and the connection goes on.
-async fn guarded(reply: impl std::future::Future<Output = Reply>) -> Reply {
+///
+/// A plain combinator rather than an `async fn`, so the handler's future is not stored twice.
+fn guarded(
+    reply: impl std::future::Future<Output = Reply>,
+) -> impl std::future::Future<Output = Reply> {
     std::panic::AssertUnwindSafe(reply)
         .catch_unwind()
-        .await
-        .unwrap_or_else(|_| Err(JsonRpcError::internal("the request handler panicked")))
+        .map(|reply| {
+            reply.unwrap_or_else(|_| Err(JsonRpcError::internal("the request handler panicked")))
+        })
 }
 
 /// Waits for a slot (cancellably), then runs the handler; unless the route is cooperative, a
