@@ -1,12 +1,7 @@
 //! `cargo xtask bench [NAME...]`: builds the benchmark binary in release mode and runs it.
 
-use std::process::Command;
-
-use crate::project_root;
-
 pub fn main(names: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
+    let status = crate::cargo()
         .args([
             "run",
             "--release",
@@ -16,7 +11,6 @@ pub fn main(names: &[&str]) -> Result<(), String> {
             "--",
         ])
         .args(names)
-        .current_dir(project_root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {

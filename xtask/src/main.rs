@@ -66,6 +66,14 @@ fn quiet_typify_panics() {
     }));
 }
 
+/// A `cargo` command (the one running this xtask) in the workspace root.
+fn cargo() -> std::process::Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = std::process::Command::new(cargo);
+    command.current_dir(project_root());
+    command
+}
+
 /// The workspace root (the directory holding the top-level `Cargo.toml`).
 fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,9 +1,6 @@
 //! `cargo xtask test`: the whole suite, in the order CI runs it.
 
-use std::process::Command;
-
 use crate::codegen::{self, Mode, Paths};
-use crate::project_root;
 
 /// Runs every check; stops at the first failure.
 pub fn main() -> Result<(), String> {
@@ -70,10 +67,8 @@ impl Totals {
 /// `cargo test --workspace`, passed through line by line, counting the results.
 fn cargo_test() -> Result<Totals, String> {
     use std::io::BufRead;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut child = Command::new(cargo)
+    let mut child = crate::cargo()
         .args(["test", "--workspace", "--locked"])
-        .current_dir(project_root())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -104,11 +99,9 @@ fn step<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, Strin
 
 fn cargo(name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     step(name, || {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
+        let status = crate::cargo()
             .args(args)
             .envs(env.iter().copied())
-            .current_dir(project_root())
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         if status.success() {

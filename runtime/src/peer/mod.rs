@@ -626,7 +626,7 @@ fn handle_notification(peer: &PeerHandle, method: &str, params: Option<&RawValue
         match params.map(|raw| serde_json::from_str::<acp::SessionCancelParams>(raw.get())) {
             Some(Ok(cancel)) => {
                 let cancelled = shared.registry.cancel_session(&cancel.session_id);
-                tracing::info!(session_id = %cancel.session_id, prompts = cancelled.len(), "the client cancelled a prompt turn");
+                tracing::info!(session_id = %cancel.session_id, prompts = cancelled, "the client cancelled a prompt turn");
             }
             _ => tracing::warn!("ignored a malformed session/cancel"),
         }

@@ -112,17 +112,17 @@ impl Registry {
         Cancel::Cancelled
     }
 
-    /// Cancels every prompt turn of `session` (ACP `session/cancel`); returns their ids.
-    pub(crate) fn cancel_session(&self, session: &str) -> Vec<RequestId> {
+    /// Cancels every prompt turn of `session` (ACP `session/cancel`); returns how many.
+    pub(crate) fn cancel_session(&self, session: &str) -> usize {
         let mut entries = self.lock();
-        let mut cancelled = Vec::new();
-        for (id, entry) in entries.iter_mut() {
+        let mut cancelled = 0;
+        for entry in entries.values_mut() {
             if entry.session.as_deref() == Some(session) && !entry.session_cancelled {
                 entry.session_cancelled = true;
                 entry
                     .canceller
                     .cancel(CancelReason::Peer(Some("session/cancel".into())));
-                cancelled.push(id.clone());
+                cancelled += 1;
             }
         }
         cancelled
