@@ -38,6 +38,7 @@ pub mod peer;
 #[cfg(feature = "rap")]
 pub mod rap;
 pub mod scope;
+mod sync;
 
 #[doc(hidden)]
 pub mod __private {

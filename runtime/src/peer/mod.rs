@@ -41,13 +41,13 @@
 //! # }
 //! ```
 
-mod framing;
+pub(crate) mod framing;
 mod outgoing;
 mod policy;
 mod registry;
 mod router;
 mod tasks;
-mod wire;
+pub(crate) mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
