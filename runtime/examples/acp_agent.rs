@@ -50,7 +50,7 @@ fn cancelled_turn() -> Value {
     json!({"stopReason": "cancelled"})
 }
 
-fn say(cx: &Context, session_id: &str, text: String) -> Result<(), JsonRpcError> {
+async fn say(cx: &Context, session_id: &str, text: String) -> Result<(), JsonRpcError> {
     cx.peer()
         .notify(
             "session/update",
@@ -59,6 +59,7 @@ fn say(cx: &Context, session_id: &str, text: String) -> Result<(), JsonRpcError>
                 "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
             }),
         )
+        .await
         .map_err(JsonRpcError::from)
 }
 
@@ -83,7 +84,8 @@ async fn prompt(params: Prompt, cx: Context) -> Result<Value, JsonRpcError> {
                 &cx,
                 &params.session_id,
                 format!("slept {second} of {seconds} s"),
-            )?;
+            )
+            .await?;
         }
         Ok(json!({"stopReason": "end_turn"}))
     } else if text == "ask" {
@@ -105,10 +107,11 @@ async fn prompt(params: Prompt, cx: Context) -> Result<Value, JsonRpcError> {
             &cx,
             &params.session_id,
             format!("permission: {}", answer["outcome"]),
-        )?;
+        )
+        .await?;
         Ok(json!({"stopReason": "end_turn"}))
     } else {
-        say(&cx, &params.session_id, format!("you said: {text}"))?;
+        say(&cx, &params.session_id, format!("you said: {text}")).await?;
         Ok(json!({"stopReason": "end_turn"}))
     }
 }

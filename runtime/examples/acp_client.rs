@@ -102,6 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(2500)).await;
             acp.notify("session/cancel", json!({"sessionId": session_id}))
+                .await
         })
     };
     let result = prompt.await?;

@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .request("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "mcp_client", "version": "0"}}))
         .await?;
     println!("initialized: server speaks {}", init["protocolVersion"]);
-    mcp.notify("notifications/initialized", json!({}))?;
+    mcp.notify("notifications/initialized", json!({})).await?;
 
     let start = Instant::now();
     let call = mcp

@@ -504,7 +504,7 @@ async fn notifications_reach_their_handlers() {
         }
     });
     let (_server, client) = common::pair(Peer::builder(MCP).router(router), Peer::builder(MCP));
-    client.handle().notify("log", "hello").unwrap();
+    client.handle().notify("log", "hello").await.unwrap();
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
@@ -652,7 +652,7 @@ async fn notifications_are_handled_in_arrival_order() {
         Peer::builder(Protocol::Acp),
     );
     for n in 0..1_000u64 {
-        client.handle().notify("session/update", n).unwrap();
+        client.handle().notify("session/update", n).await.unwrap();
     }
     for expected in 0..1_000u64 {
         let got = tokio::time::timeout(Duration::from_secs(5), rx.recv())
@@ -694,8 +694,8 @@ async fn a_panicking_handler_is_answered_and_the_connection_goes_on() {
         other => panic!("{other:?}"),
     }
     assert_eq!(server.handle().in_flight(), 0);
-    client.handle().notify("tick", 1).unwrap();
-    client.handle().notify("tick", 2).unwrap();
+    client.handle().notify("tick", 1).await.unwrap();
+    client.handle().notify("tick", 2).await.unwrap();
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await

@@ -253,6 +253,7 @@ async fn our_client_against_rmcp() -> (Peer, mpsc::UnboundedReceiver<&'static st
     assert_eq!(init["protocolVersion"], "2025-11-25");
     peer.handle()
         .notify("notifications/initialized", json!({}))
+        .await
         .unwrap();
     (peer, rx)
 }

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::Shared;
+use super::handle::Shared;
 use super::router::Reply;
 use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
 
@@ -74,7 +74,16 @@ pub struct OutgoingRequest<R> {
     state: State,
     /// Why the request could not even be sent.
     early: Option<RequestError>,
+    /// Not queued yet (our output queue was full): the message, and the room being waited for.
+    unsent: Option<Unsent>,
     _result: PhantomData<fn() -> R>,
+}
+
+/// A request waiting for room in our output queue.
+struct Unsent {
+    message: Vec<u8>,
+    cost: u32,
+    room: Pin<Box<dyn Future<Output = bool> + Send>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +112,16 @@ impl<R> OutgoingRequest<R> {
         id: RequestId,
         method: Arc<str>,
         rx: oneshot::Receiver<Reply>,
+        unsent: Option<Vec<u8>>,
     ) -> Self {
+        let unsent = unsent.map(|message| {
+            let (cost, room) = shared.outbox.room_for(&message);
+            Unsent {
+                message,
+                cost,
+                room: Box::pin(room),
+            }
+        });
         Self {
             shared,
             id,
@@ -114,6 +132,7 @@ impl<R> OutgoingRequest<R> {
             timeout: None,
             state: State::Waiting,
             early: None,
+            unsent,
             _result: PhantomData,
         }
     }
@@ -126,7 +145,7 @@ impl<R> OutgoingRequest<R> {
         error: RequestError,
     ) -> Self {
         let (_, rx) = oneshot::channel();
-        let mut request = Self::new(shared, id, method, rx);
+        let mut request = Self::new(shared, id, method, rx, None);
         request.state = State::Done;
         request.early = Some(error);
         request
@@ -169,9 +188,10 @@ impl<R> OutgoingRequest<R> {
         }
     }
 
-    /// Tells the peer to cancel (unless that already happened) and forgets the request.
+    /// Tells the peer to cancel (unless that already happened, or the request never left our
+    /// queue) and forgets the request.
     fn give_up(&mut self, reason: &str) {
-        if self.state == State::Waiting {
+        if self.state == State::Waiting && self.unsent.take().is_none() {
             self.shared.send_cancel(&self.id, &self.method, reason);
         }
         self.state = State::Done;
@@ -186,6 +206,16 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
         let this = &mut *self;
         if this.state == State::Done {
             return Poll::Ready(Err(this.early.take().unwrap_or(RequestError::Closed)));
+        }
+        if let Some(unsent) = &mut this.unsent
+            && let Poll::Ready(room) = unsent.room.as_mut().poll(cx)
+        {
+            let Unsent { message, cost, .. } = this.unsent.take().expect("just polled");
+            if !(room && this.shared.outbox.send_taken(message, cost)) {
+                this.state = State::Done;
+                this.shared.forget(&this.id);
+                return Poll::Ready(Err(RequestError::Closed));
+            }
         }
         if let Poll::Ready(reply) = Pin::new(&mut this.rx).poll(cx) {
             this.state = State::Done;
@@ -213,6 +243,14 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
             return Poll::Ready(Err(RequestError::Timeout(after)));
         }
         Poll::Pending
+    }
+}
+
+impl std::fmt::Debug for Unsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unsent")
+            .field("bytes", &self.message.len())
+            .finish()
     }
 }
 

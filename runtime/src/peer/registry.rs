@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use cancelkit_protocol::jsonrpc::RequestId;
 
+use crate::sync::lock;
 use crate::{CancelReason, Canceller};
 
 #[derive(Debug)]
@@ -42,8 +43,6 @@ pub(crate) enum Cancel {
 pub(crate) struct Registry {
     entries: Mutex<HashMap<RequestId, Entry>>,
     generations: std::sync::atomic::AtomicU64,
-    /// Woken whenever the last entry leaves.
-    drained: tokio::sync::Notify,
 }
 
 /// A request whose id is already in flight.
@@ -52,8 +51,7 @@ pub(crate) struct Duplicate;
 
 impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Entry>> {
-        // A panicking handler never holds this lock; recover the map if one ever did.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.entries)
     }
 
     /// Registers a request before its handler starts; returns its generation.
@@ -105,9 +103,6 @@ impl Registry {
         entry.canceller.cancel(reason);
         if forget {
             entries.remove(id);
-            if entries.is_empty() {
-                self.drained.notify_waiters();
-            }
         }
         Cancel::Cancelled
     }
@@ -135,25 +130,11 @@ impl Registry {
         match entries.get(id) {
             Some(entry) if entry.generation == generation => {
                 let entry = entries.remove(id).expect("present");
-                if entries.is_empty() {
-                    self.drained.notify_waiters();
-                }
                 Some(Finished {
                     session_cancelled: entry.session_cancelled,
                 })
             }
             _ => None,
-        }
-    }
-
-    /// Completes once no request is in flight.
-    pub(crate) async fn drained(&self) {
-        loop {
-            let notified = self.drained.notified();
-            if self.len() == 0 {
-                return;
-            }
-            notified.await;
         }
     }
 

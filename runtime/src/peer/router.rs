@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use super::PeerHandle;
+use super::handle::PeerHandle;
 use crate::JsonRpcError;
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -45,7 +45,7 @@ trait ErasedRequest: Send + Sync {
     fn call(&self, params: Option<&RawValue>, cx: Context) -> BoxFuture<Reply>;
 }
 
-trait ErasedNotification: Send + Sync {
+pub(crate) trait ErasedNotification: Send + Sync {
     fn call(&self, params: Option<&RawValue>, cx: Context) -> Result<BoxFuture<()>, String>;
 }
 
@@ -73,12 +73,7 @@ where
             )))),
             Ok(params) => {
                 let fut = (self.handler)(params, cx);
-                Box::pin(async move {
-                    let result = fut.await.map_err(Into::into)?;
-                    serde_json::value::to_raw_value(&result).map_err(|e| {
-                        JsonRpcError::internal(format!("cannot serialize the result: {e}"))
-                    })
-                })
+                Box::pin(async move { super::wire::to_raw(&fut.await.map_err(Into::into)?) })
             }
         }
     }
@@ -229,14 +224,7 @@ impl Router {
         self.requests.get(method)
     }
 
-    pub(crate) fn notify(
-        &self,
-        method: &str,
-        params: Option<&RawValue>,
-        cx: Context,
-    ) -> Option<Result<BoxFuture<()>, String>> {
-        self.notifications
-            .get(method)
-            .map(|handler| handler.call(params, cx))
+    pub(crate) fn notification_route(&self, method: &str) -> Option<&Arc<dyn ErasedNotification>> {
+        self.notifications.get(method)
     }
 }

@@ -218,6 +218,17 @@ pub(crate) fn notification(method: &str, params: Option<&RawValue>) -> Vec<u8> {
     })
 }
 
+/// Serializes a result (an error only for a type whose `Serialize` fails).
+pub(crate) fn to_raw<T: Serialize>(value: &T) -> Result<Box<RawValue>, JsonRpcError> {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| JsonRpcError::internal(format!("cannot serialize the result: {e}")))
+}
+
+/// Params as sent: `null` means none (the member is left out).
+pub(crate) fn params(value: &serde_json::Value) -> Option<Box<RawValue>> {
+    (!value.is_null()).then(|| serde_json::value::to_raw_value(value).expect("a Value serializes"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,277 @@
+//! [`PeerBuilder`]: a connection's options, every bound with its default, and `connect`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use super::Peer;
+use super::dispatch::{self, Limits};
+use super::framing::{FrameDecoder, Framing};
+use super::handle::{PeerHandle, Shared};
+use super::policy::tasks::TaskLimits;
+use super::policy::{Protocol, Rules};
+use super::reader::read_loop;
+use super::router::Router;
+use super::writer::{Outbox, write_loop};
+
+/// The largest message accepted by default (16 MiB); larger frames are answered with an error
+/// and skipped.
+pub const DEFAULT_MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
+
+/// Inbound requests in flight (running or queued) by default; more are refused with -32050.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 4096;
+
+/// Bytes of params the inbound requests in flight may hold by default (64 MiB).
+pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes of inbound notifications queued for their handlers by default (16 MiB).
+pub const DEFAULT_MAX_NOTIFICATION_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bytes of output waiting to be written by default (16 MiB).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long the peer may leave our output unread before the connection is closed (60 s).
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long closing waits for owed answers to be sent by default (2 s).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// MCP 2025-11-25 tasks a connection keeps at most by default.
+pub const DEFAULT_MAX_TASKS: usize = 1024;
+
+/// The longest `ttl` granted to an MCP task by default (24 h); longer requests are shortened.
+pub const DEFAULT_MAX_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Configures a [`Peer`].
+///
+/// Every queue a connection has is bounded, and what happens at each bound is fixed:
+///
+/// | bound | default | at the bound |
+/// |---|---|---|
+/// | [`max_frame_len`](Self::max_frame_len) | 16 MiB | the frame is skipped and answered with -32600 |
+/// | [`max_in_flight`](Self::max_in_flight) | 4096 requests | the request is refused at once with -32050 *Server overloaded* |
+/// | [`max_in_flight_bytes`](Self::max_in_flight_bytes) | 64 MiB of params | the same |
+/// | [`max_concurrency`](Self::max_concurrency) | none | requests wait for a slot, still cancellable |
+/// | [`max_notification_bytes`](Self::max_notification_bytes) | 16 MiB | the reader waits for the notification handlers (back-pressure) |
+/// | [`max_output_bytes`](Self::max_output_bytes) | 16 MiB | senders wait: handlers to answer, the reader to read on (back-pressure) |
+/// | [`write_timeout`](Self::write_timeout) | 60 s | a peer that reads nothing for that long is disconnected; all in flight is cancelled |
+/// | [`shutdown_grace`](Self::shutdown_grace) | 2 s | closing drops answers not yet written by then |
+/// | [`max_tasks`](Self::max_tasks) (MCP) | 1024 | a task-augmented request is refused with -32050 |
+/// | [`max_task_ttl`](Self::max_task_ttl) (MCP) | 24 h | a longer `ttl` is shortened; at its `ttl` a task is stopped and forgotten |
+///
+/// Cancel notifications are never refused or queued: the reader applies them as it reads them.
+#[derive(Debug, Clone)]
+pub struct PeerBuilder {
+    protocol: Protocol,
+    framing: Framing,
+    router: Router,
+    max_concurrency: Option<usize>,
+    max_frame_len: usize,
+    max_in_flight: usize,
+    max_in_flight_bytes: usize,
+    max_notification_bytes: usize,
+    max_output_bytes: usize,
+    write_timeout: Duration,
+    answer_cancelled: Option<bool>,
+    emit_draft_cancel: bool,
+    shutdown_grace: Duration,
+    tasks: TaskLimits,
+}
+
+impl PeerBuilder {
+    pub(super) fn new(protocol: Protocol) -> Self {
+        Self {
+            protocol,
+            framing: protocol.default_framing(),
+            router: Router::new(),
+            max_concurrency: None,
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
+            max_notification_bytes: DEFAULT_MAX_NOTIFICATION_BYTES,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            answer_cancelled: None,
+            emit_draft_cancel: false,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            tasks: TaskLimits {
+                max_tasks: DEFAULT_MAX_TASKS,
+                max_ttl: DEFAULT_MAX_TASK_TTL,
+            },
+        }
+    }
+
+    /// The handlers for inbound requests and notifications.
+    pub fn router(mut self, router: Router) -> Self {
+        self.router = router;
+        self
+    }
+
+    /// Overrides the protocol's framing (newline-delimited JSON for ACP and MCP,
+    /// `Content-Length` for LSP).
+    pub fn framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
+    }
+
+    /// Runs at most `limit` request handlers at once; further requests wait in a queue, where
+    /// they can still be cancelled. Cancel notifications never wait. Requests running and
+    /// queued together stay within [`max_in_flight`](Self::max_in_flight).
+    pub fn max_concurrency(mut self, limit: usize) -> Self {
+        self.max_concurrency = Some(limit.max(1));
+        self
+    }
+
+    /// The largest message accepted, in bytes (default [`DEFAULT_MAX_FRAME_LEN`]).
+    pub fn max_frame_len(mut self, bytes: usize) -> Self {
+        self.max_frame_len = bytes;
+        self
+    }
+
+    /// How many inbound requests may be in flight — running, or queued behind
+    /// [`max_concurrency`](Self::max_concurrency) — at once (default
+    /// [`DEFAULT_MAX_IN_FLIGHT`]). A request beyond it is answered at once with -32050
+    /// *Server overloaded* and never runs; the reader goes on, so the cancels behind it still
+    /// apply at once.
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.max_in_flight = requests.max(1);
+        self
+    }
+
+    /// How many bytes of params the inbound requests in flight may hold together (default
+    /// [`DEFAULT_MAX_IN_FLIGHT_BYTES`]); a request beyond it is refused like one beyond
+    /// [`max_in_flight`](Self::max_in_flight). A single request larger than the whole budget
+    /// is admitted when nothing else is in flight.
+    pub fn max_in_flight_bytes(mut self, bytes: usize) -> Self {
+        self.max_in_flight_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of inbound notifications may wait for their handlers (default
+    /// [`DEFAULT_MAX_NOTIFICATION_BYTES`]). Notifications cannot be refused, so when handlers
+    /// fall this far behind, the reader waits for them (cancels included).
+    pub fn max_notification_bytes(mut self, bytes: usize) -> Self {
+        self.max_notification_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of output may wait to be written (default
+    /// [`DEFAULT_MAX_OUTPUT_BYTES`]). When the peer does not read and this fills up, whoever
+    /// sends waits: handlers to answer, and the reader, which stops reading the peer's input.
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// How long the peer may leave our output unread — a write making no progress — before the
+    /// connection is closed and everything in flight cancelled (default
+    /// [`DEFAULT_WRITE_TIMEOUT`]).
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
+    }
+
+    /// Whether a request the peer cancelled still gets a response (-32800 or its result).
+    /// Default: yes for ACP and LSP, no for MCP; MCP gateways that answer cancelled
+    /// `tools/call` with -32800 set it to `true`.
+    pub fn answer_cancelled(mut self, answer: bool) -> Self {
+        self.answer_cancelled = Some(answer);
+        self
+    }
+
+    /// ACP only: send the draft `$/cancelRequest {id}` instead of `$/cancel_request` to a peer
+    /// that declared `cancellation: {request: true}` during `initialize`. Peers that did not
+    /// declare it still get the shipped `$/cancel_request`, which needs no capability.
+    pub fn emit_draft_cancel(mut self, emit: bool) -> Self {
+        self.emit_draft_cancel = emit;
+        self
+    }
+
+    /// How long closing waits for cancelled handlers to send their answers and for the peer to
+    /// take them (default [`DEFAULT_SHUTDOWN_GRACE`]); [`Peer::closed`] returns within it.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// MCP 2025-11-25: how many tasks the connection keeps at once, working or finished until
+    /// their `ttl` ends (default [`DEFAULT_MAX_TASKS`]). A task-augmented request beyond it is
+    /// refused with -32050.
+    pub fn max_tasks(mut self, tasks: usize) -> Self {
+        self.tasks.max_tasks = tasks;
+        self
+    }
+
+    /// MCP 2025-11-25: the longest `ttl` granted to a task (default
+    /// [`DEFAULT_MAX_TASK_TTL`]); a longer one asked for is shortened, as the specification
+    /// allows. When a task's `ttl` ends it is forgotten, and stopped if still working.
+    pub fn max_task_ttl(mut self, ttl: Duration) -> Self {
+        self.tasks.max_ttl = ttl.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Starts serving the connection: spawns its reader and writer tasks on the current tokio
+    /// runtime.
+    pub fn connect<Rd, Wr>(self, reader: Rd, writer: Wr) -> Peer
+    where
+        Rd: AsyncRead + Send + Unpin + 'static,
+        Wr: AsyncWrite + Send + Unpin + 'static,
+    {
+        let rules = Rules::new(
+            self.protocol,
+            self.answer_cancelled,
+            self.emit_draft_cancel,
+            self.tasks,
+        );
+        let (outbox, out_rx) = Outbox::new(self.max_output_bytes);
+        let output_budget = outbox.budget();
+        let limits = Limits::new(
+            self.max_in_flight,
+            self.max_in_flight_bytes,
+            self.max_concurrency,
+            self.max_notification_bytes,
+        );
+        let notification_budget = limits.notification_bytes.clone();
+        let (notifications_tx, notifications_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::new(
+            rules,
+            outbox,
+            self.router,
+            limits,
+            notifications_tx,
+        ));
+        tokio::spawn(dispatch::notification_loop(
+            notifications_rx,
+            notification_budget,
+            shared.connection.child(),
+        ));
+        let handle = PeerHandle {
+            shared: Arc::clone(&shared),
+        };
+        let stop_writing = CancellationToken::new();
+        let writer_task = tokio::spawn(write_loop(
+            writer,
+            out_rx,
+            output_budget,
+            self.framing,
+            self.write_timeout,
+            stop_writing.clone(),
+            shared.stop_reading.clone(),
+        ));
+        let reader_task = tokio::spawn(read_loop(
+            handle.clone(),
+            FramedRead::new(reader, FrameDecoder::new(self.framing, self.max_frame_len)),
+            self.shutdown_grace,
+            stop_writing,
+            writer_task,
+        ));
+        Peer {
+            handle,
+            task: reader_task,
+        }
+    }
+}

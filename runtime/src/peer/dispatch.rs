@@ -1,0 +1,493 @@
+//! The life of an inbound request or notification: admission at the bounds, a task and a scope
+//! of its own, the concurrency slot, and exactly one answer.
+//!
+//! The reader calls [`request`] and [`notification`]; they do only what must happen in order
+//! with the cancels around them (admission, registration, the protocol's reader-side rules) and
+//! leave the rest — parsing the params into the handler's type, running it, answering — to the
+//! request's own task, so a big message never holds up the cancels behind it.
+
+use std::sync::Arc;
+
+use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
+use futures_util::FutureExt;
+use serde_json::value::RawValue;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::budget::Budget;
+use super::handle::PeerHandle;
+use super::policy::tasks::{self, Tasks};
+use super::policy::{CancelRequest, Kind};
+use super::registry::{self, Cancel};
+use super::router::{BoxFuture, Context, ErasedNotification, Reply, RequestRoute};
+use super::wire;
+use crate::{CancelReason, JsonRpcError, Scope};
+
+/// The bounds on a connection's inbound work.
+#[derive(Debug)]
+pub(crate) struct Limits {
+    /// Requests in flight: running, or queued for a concurrency slot.
+    requests: Budget,
+    max_requests: usize,
+    /// Bytes of params held by the requests in flight.
+    request_bytes: Budget,
+    max_request_bytes: usize,
+    /// Running handlers, at most.
+    concurrency: Option<Arc<Semaphore>>,
+    /// Bytes of params held by notifications queued for their handlers.
+    pub(crate) notification_bytes: Budget,
+}
+
+impl Limits {
+    pub(crate) fn new(
+        max_requests: usize,
+        max_request_bytes: usize,
+        concurrency: Option<usize>,
+        max_notification_bytes: usize,
+    ) -> Self {
+        Self {
+            requests: Budget::new(max_requests),
+            max_requests,
+            request_bytes: Budget::new(max_request_bytes),
+            max_request_bytes,
+            concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
+            notification_bytes: Budget::new(max_notification_bytes),
+        }
+    }
+
+    /// Admits a request whose params are `bytes` long, or says why not.
+    fn admit(&self, bytes: usize) -> Result<Ticket, JsonRpcError> {
+        if !self.requests.try_take(1) {
+            return Err(overloaded(format!(
+                "{} requests are already in flight on this connection; retry later",
+                self.max_requests
+            )));
+        }
+        let bytes = self.request_bytes.cost_of_bytes(bytes);
+        if !self.request_bytes.try_take(bytes) {
+            self.requests.give_back(1);
+            return Err(overloaded(format!(
+                "the requests in flight on this connection already hold {} bytes; retry later",
+                self.max_request_bytes
+            )));
+        }
+        Ok(Ticket { bytes })
+    }
+
+    fn release(&self, ticket: Ticket) {
+        self.request_bytes.give_back(ticket.bytes);
+        self.requests.give_back(1);
+    }
+
+    /// Completes once every admitted request has finished and sent its answer (used when
+    /// closing), and admits nothing afterwards.
+    pub(crate) async fn all_answered(&self) {
+        let everything = u32::try_from(self.max_requests).unwrap_or(u32::MAX);
+        self.requests.take(everything).await;
+    }
+
+    /// Refuses all further work and wakes whoever waits for room.
+    pub(crate) fn close(&self) {
+        self.requests.close();
+        self.request_bytes.close();
+        self.notification_bytes.close();
+    }
+}
+
+fn overloaded(why: String) -> JsonRpcError {
+    JsonRpcError::new(ErrorCode::ServerOverloaded, "Server overloaded").with_data(why)
+}
+
+/// An admitted request's share of the limits.
+#[derive(Debug)]
+struct Ticket {
+    bytes: u32,
+}
+
+/// Gives a ticket back when the request is done, however its task ends.
+struct Admitted<'a> {
+    limits: &'a Limits,
+    ticket: Option<Ticket>,
+}
+
+impl Admitted<'_> {
+    fn release(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.limits.release(ticket);
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// What serves an admitted request.
+enum Handler {
+    /// The application's route.
+    Route(Arc<RequestRoute>),
+    /// MCP `tasks/result`, served by the connection's tasks.
+    TaskResult(Arc<Tasks>),
+}
+
+impl Handler {
+    /// Parses the params and starts the handler: its future, and whether it is cooperative.
+    fn start(self, params: Option<Box<RawValue>>, cx: Context) -> (BoxFuture<Reply>, bool) {
+        match self {
+            Handler::Route(route) => (route.call(params.as_deref(), cx), route.cooperative),
+            Handler::TaskResult(tasks) => (
+                Box::pin(async move { tasks.result(params.as_deref()).await }),
+                false,
+            ),
+        }
+    }
+}
+
+/// Reader side of a request: answers it at once (protocol rules, unknown method, over the
+/// bounds, a reused id) or registers it and spawns its task.
+pub(crate) async fn request(
+    peer: &PeerHandle,
+    id: RequestId,
+    method: &str,
+    params: Option<&RawValue>,
+) {
+    let shared = &peer.shared;
+    if let Some(reply) = shared.rules.answer_now(method, params) {
+        send_reply(peer, &id, &reply).await;
+        return;
+    }
+    let handler = if let Some(tasks) = shared.rules.task_result(method) {
+        Handler::TaskResult(Arc::clone(tasks))
+    } else if let Some(route) = shared.router.request_route(method) {
+        Handler::Route(Arc::clone(route))
+    } else {
+        let error =
+            JsonRpcError::method_not_found().with_data(format!("no handler for `{method}`"));
+        send_reply(peer, &id, &Err(error)).await;
+        return;
+    };
+    let ticket = match shared.limits.admit(params.map_or(0, |p| p.get().len())) {
+        Ok(ticket) => ticket,
+        Err(refused) => {
+            tracing::warn!(request_id = %id, method, "refused a request: the connection is at its bounds");
+            send_reply(peer, &id, &Err(refused)).await;
+            return;
+        }
+    };
+    let kind = shared.rules.kind(method);
+    let session = shared.rules.session_of(kind, params);
+    let (scope, canceller) = shared.connection.child().with_canceller();
+    let generation = match shared.registry.insert(
+        id.clone(),
+        canceller,
+        kind != Kind::Initialize,
+        session,
+    ) {
+        Ok(generation) => generation,
+        Err(registry::Duplicate) => {
+            shared.limits.release(ticket);
+            tracing::warn!(request_id = %id, method, "rejected a request reusing an id still in flight");
+            let error = JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(
+                format!("request id {id} is already in use by a request in flight"),
+            );
+            send_reply(peer, &id, &Err(error)).await;
+            return;
+        }
+    };
+    let request = Request {
+        peer: peer.clone(),
+        id,
+        generation,
+        kind,
+    };
+    let params = params.map(ToOwned::to_owned);
+    tokio::spawn(
+        scope
+            .clone()
+            .run(request.run(handler, params, scope, ticket)),
+    );
+}
+
+/// An admitted, registered request.
+struct Request {
+    peer: PeerHandle,
+    id: RequestId,
+    generation: u64,
+    kind: Kind,
+}
+
+impl Request {
+    /// The request's task: parse, run (cancellably), answer once.
+    async fn run(
+        self,
+        handler: Handler,
+        params: Option<Box<RawValue>>,
+        scope: Scope,
+        ticket: Ticket,
+    ) {
+        let shared = Arc::clone(&self.peer.shared);
+        let mut admitted = Admitted {
+            limits: &shared.limits,
+            ticket: Some(ticket),
+        };
+        let cx = Context {
+            peer: self.peer.clone(),
+            id: Some(self.id.clone()),
+        };
+        if self.kind == Kind::TaskAugmentable
+            && let Some(tasks) = shared.rules.tasks.clone()
+            && let Some(ttl) = tasks::requested(params.as_deref())
+        {
+            self.run_as_task(tasks, ttl, handler, params, cx, &mut admitted)
+                .await;
+            return;
+        }
+        let token = scope.token().clone();
+        let concurrency = shared.limits.concurrency.clone();
+        let kind = self.kind;
+        let reply = guarded(async {
+            shared.rules.before_request(kind, params.as_deref());
+            let (handler, cooperative) = handler.start(params, cx);
+            run_handler(handler, &scope, &token, concurrency, cooperative).await
+        })
+        .await;
+        self.finish(reply).await;
+    }
+
+    /// MCP 2025-11-25 task-augmented `tools/call`: answered with the task at once; the handler
+    /// runs on in the task's own scope, bounded by the connection's task limits instead of its
+    /// request limits, until it finishes, is cancelled (`tasks/cancel`) or its `ttl` ends.
+    async fn run_as_task(
+        self,
+        tasks: Arc<Tasks>,
+        ttl: Option<u64>,
+        handler: Handler,
+        params: Option<Box<RawValue>>,
+        cx: Context,
+        admitted: &mut Admitted<'_>,
+    ) {
+        let shared = Arc::clone(&self.peer.shared);
+        if let Some(reason) = crate::cancel_reason() {
+            // Cancelled (`notifications/cancelled`) before it became a task.
+            self.finish(Err(crate::Cancelled::new(reason).into())).await;
+            return;
+        }
+        let (scope, canceller) = shared.connection.child().with_canceller();
+        let created = match tasks.create(ttl, canceller) {
+            Ok(created) => created,
+            Err(refused) => {
+                self.finish(Err(refused)).await;
+                return;
+            }
+        };
+        self.finish(created.reply.clone()).await;
+        admitted.release();
+        let token = scope.token().clone();
+        let (handler, cooperative) = handler.start(params, cx);
+        let run = guarded(run_handler(
+            handler,
+            &scope,
+            &token,
+            shared.limits.concurrency.clone(),
+            cooperative,
+        ));
+        let closed: CancellationToken = shared.connection.token().clone();
+        scope.clone().run(tasks.drive(created, run, closed)).await;
+    }
+
+    /// Sends the answer, as the protocol wants it — unless the peer cancelled the request and
+    /// is owed nothing (MCP).
+    async fn finish(self, reply: Reply) {
+        let shared = &self.peer.shared;
+        let Some(finished) = shared.registry.finish(&self.id, self.generation) else {
+            tracing::info!(request_id = %self.id, "no response for a request the peer cancelled");
+            return;
+        };
+        let reply = shared.rules.edit_reply(self.kind, finished, reply);
+        send_reply(&self.peer, &self.id, &reply).await;
+    }
+}
+
+async fn send_reply(peer: &PeerHandle, id: &RequestId, reply: &Reply) {
+    let message = match reply {
+        Ok(result) => wire::result(id, result),
+        Err(error) => wire::error(Some(id), error),
+    };
+    if !peer.shared.outbox.send(message).await {
+        tracing::debug!(request_id = %id, "the connection closed before the answer could be sent");
+    }
+}
+
+/// Runs a handler's future, turning a panic into -32603: the request is still answered (and
+/// leaves the registry), and the connection goes on.
+///
+/// A plain combinator rather than an `async fn`, so the handler's future is not stored twice.
+fn guarded(
+    reply: impl std::future::Future<Output = Reply>,
+) -> impl std::future::Future<Output = Reply> {
+    std::panic::AssertUnwindSafe(reply)
+        .catch_unwind()
+        .map(|reply| {
+            reply.unwrap_or_else(|_| Err(JsonRpcError::internal("the request handler panicked")))
+        })
+}
+
+/// Waits for a concurrency slot (cancellably), then runs the handler; unless the route is
+/// cooperative, a cancel drops the handler at its next `.await`.
+async fn run_handler(
+    handler: BoxFuture<Reply>,
+    scope: &Scope,
+    token: &CancellationToken,
+    concurrency: Option<Arc<Semaphore>>,
+    cooperative: bool,
+) -> Reply {
+    let cancelled = || -> Reply {
+        let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
+        Err(crate::Cancelled::new(reason).into())
+    };
+    let _permit = match concurrency {
+        Some(slots) => tokio::select! {
+            biased;
+            () = token.cancelled() => return cancelled(),
+            permit = slots.acquire_owned() => permit.ok(),
+        },
+        None => None,
+    };
+    if cooperative {
+        return handler.await;
+    }
+    tokio::select! {
+        biased;
+        reply = handler => reply,
+        () = token.cancelled() => cancelled(),
+    }
+}
+
+/// A notification waiting for its handler.
+pub(crate) struct QueuedNotification {
+    handler: Arc<dyn ErasedNotification>,
+    method: Box<str>,
+    params: Option<Box<RawValue>>,
+    cx: Context,
+    /// Its room in the notification budget.
+    cost: u32,
+}
+
+/// Reader side of a notification: a cancel is applied here and now; anything else with a
+/// handler is queued for it, waiting for room in the notification budget (back-pressure on
+/// the reader when handlers fall behind).
+pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option<&RawValue>) {
+    let shared = &peer.shared;
+    if let Some(cancel) = shared.rules.protocol.parse_cancel(method, params) {
+        match cancel {
+            Ok(cancel) => apply_cancel(peer, cancel),
+            Err(why) => tracing::warn!(method, why, "ignored a malformed cancel notification"),
+        }
+        return;
+    }
+    // Also delivered to the application's handler, if it has one.
+    shared
+        .rules
+        .on_notification(&shared.registry, method, params);
+    let Some(handler) = shared.router.notification_route(method) else {
+        if method.starts_with("$/") {
+            tracing::debug!(method, "ignored an unknown protocol notification");
+        } else {
+            tracing::debug!(method, "ignored a notification without a handler");
+        }
+        return;
+    };
+    let budget = &shared.limits.notification_bytes;
+    let cost = budget.cost_of_bytes(params.map_or(0, |p| p.get().len()));
+    if !budget.take(cost).await {
+        return; // closing
+    }
+    let queued = QueuedNotification {
+        handler: Arc::clone(handler),
+        method: method.into(),
+        params: params.map(ToOwned::to_owned),
+        cx: Context {
+            peer: peer.clone(),
+            id: None,
+        },
+        cost,
+    };
+    if let Err(unsent) = shared.notifications.send(queued) {
+        budget.give_back(unsent.0.cost);
+    }
+}
+
+fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
+    let shared = &peer.shared;
+    let reason = CancelReason::Peer(cancel.reason.clone());
+    match shared
+        .registry
+        .cancel(&cancel.id, reason, !shared.rules.answer_cancelled)
+    {
+        Cancel::Cancelled => tracing::info!(
+            request_id = %cancel.id,
+            reason = cancel.reason.as_deref().unwrap_or("none given"),
+            "the peer cancelled a request"
+        ),
+        outcome => tracing::info!(
+            request_id = %cancel.id,
+            ?outcome,
+            "ignored a cancel for a request that is unknown, finished, already cancelled or not cancellable"
+        ),
+    }
+}
+
+/// Runs notification handlers one at a time, in the order the notifications arrived (streamed
+/// updates such as ACP `session/update` must not overtake each other), until the connection
+/// closes. Params are parsed here, not on the reader.
+pub(crate) async fn notification_loop(
+    mut queue: mpsc::UnboundedReceiver<QueuedNotification>,
+    budget: Budget,
+    scope: Scope,
+) {
+    let closed = scope.token().clone();
+    scope
+        .run(async move {
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = closed.cancelled() => break,
+                    next = queue.recv() => next,
+                };
+                let Some(queued) = next else { break };
+                let QueuedNotification {
+                    handler,
+                    method,
+                    params,
+                    cx,
+                    cost,
+                } = queued;
+                let run = std::panic::AssertUnwindSafe(async {
+                    match handler.call(params.as_deref(), cx) {
+                        Ok(handler) => {
+                            drop(params);
+                            handler.await;
+                        }
+                        Err(why) => tracing::warn!(
+                            method = &*method,
+                            why,
+                            "ignored a notification with invalid params"
+                        ),
+                    }
+                })
+                .catch_unwind();
+                let stopped = tokio::select! {
+                    biased;
+                    () = closed.cancelled() => true,
+                    _ = run => false,
+                };
+                budget.give_back(cost);
+                if stopped {
+                    break;
+                }
+            }
+        })
+        .await;
+}

@@ -1,0 +1,119 @@
+//! The peer's side of the byte stream: the task that reads frames, classifies each message and
+//! applies cancels at once — nothing else — and closes the connection when the stream ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cancelkit_protocol::jsonrpc::ErrorCode;
+use futures_util::StreamExt;
+use tokio::io::AsyncRead;
+use tokio::task::JoinHandle;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch;
+use super::framing::{Frame, FrameDecoder};
+use super::handle::PeerHandle;
+use super::wire::{self, Incoming};
+use crate::{CancelReason, JsonRpcError};
+
+/// Reads until the peer hangs up, a read fails, or the connection is closed; then closes it.
+pub(crate) async fn read_loop<Rd: AsyncRead + Unpin>(
+    peer: PeerHandle,
+    mut frames: FramedRead<Rd, FrameDecoder>,
+    grace: Duration,
+    stop_writing: CancellationToken,
+    writer_task: JoinHandle<()>,
+) {
+    let shared = Arc::clone(&peer.shared);
+    let stop = shared.stop_reading.clone();
+    loop {
+        let frame = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            frame = frames.next() => frame,
+        };
+        let frame = match frame {
+            None => break,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read from the peer; closing the connection");
+                break;
+            }
+            Some(Ok(frame)) => frame,
+        };
+        // Handling a message waits only for room in a queue (our output, the notification
+        // queue): back-pressure when the peer does not read or handlers fall behind. Closing
+        // the connection interrupts that wait.
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            () = handle_frame(&peer, frame) => {}
+        }
+    }
+    close(&peer, grace, stop_writing, writer_task).await;
+}
+
+async fn handle_frame(peer: &PeerHandle, frame: Frame) {
+    let shared = &peer.shared;
+    let bytes = match frame {
+        Frame::Message(bytes) => bytes,
+        Frame::Rejected(why) => {
+            tracing::warn!(why, "rejected a frame");
+            let error =
+                JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(why);
+            shared.outbox.send(wire::error(None, &error)).await;
+            return;
+        }
+    };
+    match wire::parse(&bytes) {
+        Incoming::Request { id, method, params } => {
+            dispatch::request(peer, id, &method, params).await;
+        }
+        Incoming::Notification { method, params } => {
+            dispatch::notification(peer, &method, params).await;
+        }
+        Incoming::Response { id, outcome } => shared.answer(id, outcome),
+        Incoming::Invalid { id, error } => {
+            tracing::warn!(error = %error, data = ?error.data, "invalid message from the peer");
+            shared.outbox.send(wire::error(id.as_ref(), &error)).await;
+        }
+        Incoming::Ignored(why) => tracing::warn!(why, "ignored a message from the peer"),
+    }
+}
+
+/// Closing: cancel everything in flight, fail what we are waiting for, let cancelled handlers
+/// send the answers they owe and the writer write them — all within the grace period, after
+/// which whatever is left is dropped.
+async fn close(
+    peer: &PeerHandle,
+    grace: Duration,
+    stop_writing: CancellationToken,
+    mut writer_task: JoinHandle<()>,
+) {
+    let shared = &peer.shared;
+    let deadline = tokio::time::Instant::now() + grace;
+    shared.canceller.cancel(CancelReason::Shutdown);
+    shared.fail_pending();
+    if tokio::time::timeout_at(deadline, shared.limits.all_answered())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            in_flight = shared.registry.len(),
+            "closing with handlers still running after the grace period; their answers are dropped"
+        );
+    }
+    stop_writing.cancel();
+    if tokio::time::timeout_at(deadline, &mut writer_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            queued_bytes = shared.outbox.queued(),
+            "the peer did not take our last messages within the grace period; dropped them"
+        );
+        writer_task.abort();
+    }
+    shared.outbox.close();
+    shared.limits.close();
+}
