@@ -1,81 +1,25 @@
-//! Shared helpers for cancelkit's cross-crate tests: loading `schema/`, validating instances
-//! against one definition with the `jsonschema` crate, and comparing JSON the way the wire does.
+//! Shared helpers for cancelkit's cross-crate tests and benchmarks: loading `schema/` and
+//! validating instances against one definition with the `jsonschema` crate (feature `schema`, on
+//! by default), comparing JSON the way the wire does, building the runtime's examples in the
+//! tests' own profile, the pinned Node peers, and a counting global allocator ([`alloc`]).
 
+pub mod alloc;
+pub mod load;
 pub mod node;
+#[cfg(feature = "schema")]
+mod schema;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jsonschema::{Registry, Validator};
 use serde_json::Value;
+
+#[cfg(feature = "schema")]
+pub use schema::Schemas;
 
 /// The workspace's `schema/` directory.
 pub fn schema_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the workspace root")
-        .join("schema")
-}
-
-/// Every schema file of `schema/`, keyed by file stem (`acp`, `mcp-2025-11-25`).
-pub struct Schemas {
-    files: BTreeMap<String, Value>,
-    registry: Registry<'static>,
-}
-
-impl Schemas {
-    /// Loads and registers every `schema/*.json`, so cross-file `$ref`s resolve offline.
-    pub fn load() -> Self {
-        let mut files = BTreeMap::new();
-        for entry in std::fs::read_dir(schema_dir()).expect("schema/ exists") {
-            let path = entry.expect("readable directory entry").path();
-            if path.extension().is_some_and(|e| e == "json") {
-                let text = std::fs::read_to_string(&path).expect("readable schema");
-                let value: Value = serde_json::from_str(&text).expect("schema is JSON");
-                let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-                files.insert(stem, value);
-            }
-        }
-        let mut registry = Registry::new();
-        for value in files.values() {
-            let id = value["$id"]
-                .as_str()
-                .expect("every schema has an $id")
-                .to_owned();
-            registry = registry.add(id, value.clone()).expect("schema registers");
-        }
-        let registry = registry.prepare().expect("registry resolves");
-        Self { files, registry }
-    }
-
-    /// The file stems, sorted.
-    pub fn stems(&self) -> impl Iterator<Item = &str> {
-        self.files.keys().map(String::as_str)
-    }
-
-    /// The definition names of one file, sorted.
-    pub fn definitions(&self, stem: &str) -> Vec<String> {
-        self.files[stem]["$defs"]
-            .as_object()
-            .map(|defs| defs.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// One definition's schema.
-    pub fn definition(&self, stem: &str, name: &str) -> Option<&Value> {
-        self.files.get(stem)?.get("$defs")?.get(name)
-    }
-
-    /// A validator for `stem.json#/$defs/name` (draft 2020-12, no network).
-    pub fn validator(&self, stem: &str, name: &str) -> Validator {
-        let id = self.files[stem]["$id"].as_str().unwrap();
-        jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .with_registry(&self.registry)
-            .build(&serde_json::json!({ "$ref": format!("{id}#/$defs/{name}") }))
-            .unwrap_or_else(|e| panic!("cannot build a validator for {stem}#{name}: {e}"))
-    }
+    workspace_root().join("schema")
 }
 
 /// JSON equality as the wire sees it: numbers compare by value (`1` equals `1.0`), objects
@@ -98,7 +42,16 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Builds one of the runtime's examples and returns the path of its binary.
+/// Builds one of the runtime's examples in the profile the running test was built in and
+/// returns the path of its binary, as cargo reports it.
+///
+/// Under `cargo test` that is the dev profile, under `cargo test --release` the release profile
+/// (any `--profile NAME` likewise), so a test never runs an example built from other sources or
+/// with other settings than itself. The path comes from cargo's own `compiler-artifact` message,
+/// not from a guess relative to the test binary.
+///
+/// A client example that starts a server example looks for it next to itself, so build the
+/// server first: `example("mcp_server"); let client = example("mcp_client");`.
 pub fn example(name: &str) -> PathBuf {
     example_with_features(name, &[])
 }
@@ -106,21 +59,96 @@ pub fn example(name: &str) -> PathBuf {
 /// Like [`example`], for an example that needs some of the runtime's features.
 pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
     let features = features.join(",");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "cancelkit", "--example", name])
-        .args(if features.is_empty() {
-            vec![]
-        } else {
-            vec!["--features", features.as_str()]
-        })
-        .current_dir(schema_dir().parent().expect("the workspace root"))
-        .status()
+    let profile = test_profile();
+    let mut command = Command::new(env!("CARGO"));
+    command
+        .args([
+            "build",
+            "--quiet",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(["--profile", &profile, "-p", "cancelkit", "--example", name])
+        .current_dir(workspace_root());
+    if !features.is_empty() {
+        command.args(["--features", &features]);
+    }
+    let output = command
+        .stderr(std::process::Stdio::inherit())
+        .output()
         .expect("cargo runs");
-    assert!(status.success(), "the {name} example builds");
+    assert!(
+        output.status.success(),
+        "the {name} example does not build in the {profile} profile"
+    );
+    let stdout = String::from_utf8(output.stdout).expect("cargo writes UTF-8 JSON");
+    example_executable(&stdout, name).unwrap_or_else(|| {
+        panic!("cargo built the {name} example but reported no executable for it:\n{stdout}")
+    })
+}
+
+/// The `executable` of the `compiler-artifact` message for example `name` in cargo's JSON
+/// messages (one per line).
+fn example_executable(messages: &str, name: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|message| message["reason"] == "compiler-artifact")
+        .filter(|message| {
+            message["target"]["name"] == name
+                && message["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|kind| kind == "example"))
+        })
+        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
+}
+
+/// The cargo profile the running test binary was built in, from its place in the target
+/// directory (`<target>/<profile dir>/deps/<binary>`): `debug` is the `dev` profile, any other
+/// directory is named after its profile (`release`, or a custom one).
+fn test_profile() -> String {
     let me = std::env::current_exe().expect("the test binary's path");
-    me.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .join("examples")
-        .join(name)
+    let deps = me.parent().expect("the test binary sits in a directory");
+    assert!(
+        deps.file_name().is_some_and(|dir| dir == "deps"),
+        "expected the test binary under <target>/<profile>/deps, found {}",
+        me.display()
+    );
+    let dir = deps
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|dir| dir.to_str())
+        .expect("<target>/<profile>/deps");
+    match dir {
+        "debug" => "dev".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The workspace root.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace root")
+        .to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_executable_comes_from_the_matching_compiler_artifact() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","target":{"name":"cancelkit","kind":["lib"]},"executable":null}"#,
+            r#"{"reason":"compiler-artifact","target":{"name":"mcp_server","kind":["example"]},"executable":"/t/release/examples/mcp_server"}"#,
+            r#"{"reason":"compiler-artifact","target":{"name":"mcp_client","kind":["example"]},"executable":"/t/release/examples/mcp_client"}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            example_executable(&messages, "mcp_client"),
+            Some(PathBuf::from("/t/release/examples/mcp_client"))
+        );
+        assert_eq!(example_executable(&messages, "acp_agent"), None);
+    }
 }

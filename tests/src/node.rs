@@ -1,15 +1,9 @@
 //! The pinned Node peers of `tests/node/`, installed under `target/interop/node` on first use.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-/// The workspace root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the workspace root")
-        .to_path_buf()
-}
+use crate::workspace_root as root;
 
 /// Installs `tests/node/package.json` (with its lock file) under `target/interop/node` unless
 /// the same lock file is already installed there; returns that directory.

@@ -1,38 +1,40 @@
-//! The four examples work as their docs say: the client examples start the servers as child
-//! processes, cancel a slow call, and report it.
+//! The runtime's four stdio examples work as their docs say: the client examples start the
+//! servers as child processes, cancel a slow call, and report it.
+//!
+//! The examples are built in the profile these tests run in (`cargo test --release` runs release
+//! builds of them) and run from the path cargo reports for them. A client example finds its
+//! server next to itself, so the server is built first.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// Builds the runtime's examples (once per test run) and returns the examples directory.
-fn examples_dir() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "cancelkit", "--examples"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "the examples build");
-    let me = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test binary> -> target/<profile>/examples
-    me.parent().unwrap().parent().unwrap().join("examples")
-}
+use cancelkit_tests::example;
 
-fn run(name: &str) -> (String, String) {
-    let output = Command::new(examples_dir().join(name))
+/// Builds the server example `server` and the client example `client`, runs the client, and
+/// returns its stdout and stderr (the server's log goes to the client's stderr).
+fn run(server: &str, client: &str) -> (String, String) {
+    let server_binary = example(server);
+    let client_binary = example(client);
+    assert_eq!(
+        server_binary.parent(),
+        client_binary.parent(),
+        "the client example looks for {server} next to itself"
+    );
+    let output = Command::new(&client_binary)
         .env("RUST_LOG", "info")
         .output()
-        .unwrap_or_else(|e| panic!("cannot run the {name} example: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", client_binary.display()));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "{name} failed:\n{stdout}\n{stderr}"
+        "{client} failed:\n{stdout}\n{stderr}"
     );
     (stdout, stderr)
 }
 
 #[test]
 fn mcp_client_cancels_a_sleep_on_mcp_server() {
-    let (stdout, stderr) = run("mcp_client");
+    let (stdout, stderr) = run("mcp_server", "mcp_client");
     assert!(
         stdout.contains("initialized: server speaks \"2025-11-25\""),
         "{stdout}"
@@ -58,7 +60,7 @@ fn mcp_client_cancels_a_sleep_on_mcp_server() {
 
 #[test]
 fn acp_client_cancels_prompt_turns_on_acp_agent() {
-    let (stdout, stderr) = run("acp_client");
+    let (stdout, stderr) = run("acp_agent", "acp_client");
     assert!(
         stdout.contains("agent declares draft cancellation: true"),
         "{stdout}"
