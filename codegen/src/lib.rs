@@ -125,12 +125,58 @@ pub fn generate(schema_dir: &Path) -> Result<Vec<GeneratedFile>> {
 
 /// Like [`generate`], with explicit [`Options`].
 pub fn generate_with(schema_dir: &Path, options: &Options) -> Result<Vec<GeneratedFile>> {
-    let set = schema::SchemaSet::load(schema_dir)?;
+    generate_set(&schema::SchemaSet::load(schema_dir)?, options)
+}
+
+/// Like [`generate_with`], for schema files held in memory rather than in a directory.
+///
+/// `files` are (file name, contents) pairs, as [`generate`] would find them directly inside a
+/// schema directory: names not ending in `.json` are skipped, the rest are processed in name
+/// order, and a name given twice is an error. `label` plays the part of the directory's name in
+/// headers and error messages (`<label>/<name>`). The result is the same as writing the files
+/// into a directory called `label` and calling [`generate_with`] on it.
+///
+/// ```
+/// let jsonrpc = br#"{
+///   "$schema": "https://json-schema.org/draft/2020-12/schema",
+///   "$defs": {"Ping": {"description": "A ping.", "type": "object", "x-method": "ping"}}
+/// }"#;
+/// let options = cancelkit_codegen::Options::default();
+/// let files = cancelkit_codegen::generate_from_sources("schema", &[("ping.json", jsonrpc)], &options)?;
+/// assert_eq!(files[0].path, std::path::Path::new("ping.rs"));
+/// assert!(files[0].contents.contains("pub struct Ping"));
+///
+/// let broken = cancelkit_codegen::generate_from_sources("schema", &[("ping.json", b"{")], &options);
+/// assert!(broken.unwrap_err().to_string().starts_with("schema/ping.json:1:"));
+/// # Ok::<(), cancelkit_codegen::Error>(())
+/// ```
+pub fn generate_from_sources(
+    label: &str,
+    files: &[(&str, &[u8])],
+    options: &Options,
+) -> Result<Vec<GeneratedFile>> {
+    let mut sources: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .filter(|(name, _)| name.ends_with(".json"))
+        .map(|(name, bytes)| ((*name).to_owned(), bytes.to_vec()))
+        .collect();
+    sources.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(pair) = sources.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+        return Err(Error::Schema {
+            file: format!("{label}/{}", pair[0].0),
+            pointer: String::new(),
+            message: "this file name is given more than once".into(),
+        });
+    }
+    generate_set(&schema::SchemaSet::from_sources(label, sources)?, options)
+}
+
+fn generate_set(set: &schema::SchemaSet, options: &Options) -> Result<Vec<GeneratedFile>> {
     let mut files = set
         .files()
         .iter()
         .map(|file| {
-            let body = types::module_tokens(&set, file, options)?;
+            let body = types::module_tokens(set, file, options)?;
             let contents = emit::render(file, body)?;
             Ok(GeneratedFile {
                 path: file.output_path(),

@@ -208,18 +208,28 @@ impl SchemaSet {
             }
         }
         names.sort();
-        if names.is_empty() {
+        let mut sources = Vec::with_capacity(names.len());
+        for name in names {
+            let path = dir.join(&name);
+            let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+            sources.push((name, bytes));
+        }
+        Self::from_sources(&label, sources)
+    }
+
+    /// Parses and validates schema files already read: (file name, contents) pairs, sorted by
+    /// name. `label` stands for the directory's name in messages and headers.
+    pub fn from_sources(label: &str, sources: Vec<(String, Vec<u8>)>) -> Result<Self> {
+        if sources.is_empty() {
             return Err(Error::Schema {
-                file: label,
+                file: label.to_owned(),
                 pointer: String::new(),
                 message: "no *.json schema files in this directory".into(),
             });
         }
 
-        let mut files = Vec::with_capacity(names.len());
-        for name in names {
-            let path = dir.join(&name);
-            let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+        let mut files = Vec::with_capacity(sources.len());
+        for (name, bytes) in sources {
             let display = format!("{label}/{name}");
             let root: Value = serde_json::from_slice(&bytes).map_err(|e| Error::Json {
                 file: display.clone(),

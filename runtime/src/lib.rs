@@ -32,6 +32,9 @@
 
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+#[path = "fuzzing.rs"]
+pub mod __fuzz;
 mod cancelled;
 mod error;
 pub mod peer;

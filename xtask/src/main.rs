@@ -4,10 +4,12 @@
 //! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
 //! cargo xtask test                the whole test suite, as CI runs it
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
+//! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
 //! ```
 
 mod bench;
 mod codegen;
+mod fuzz;
 mod test;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +25,9 @@ tasks:
   bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap; all
                       by default); prints ratios
                       and writes target/bench/NAME.json
+  fuzz [TARGET] [--time S] [-- LIBFUZZER_ARGS]
+                      fuzz one target, or each in turn, for S seconds (default 60) with
+                      cargo-fuzz (installed if missing); prints each target's executions
 ";
 
 fn main() -> ExitCode {
@@ -33,6 +38,7 @@ fn main() -> ExitCode {
         ["codegen", rest @ ..] => codegen::main(rest),
         ["test"] => test::main(),
         ["bench", names @ ..] => bench::main(names),
+        ["fuzz", rest @ ..] => fuzz::main(rest),
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())

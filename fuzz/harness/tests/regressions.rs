@@ -1,0 +1,45 @@
+//! Minimal inputs of the fuzzers' findings, one test each. A finding in code owned elsewhere
+//! (the peer, RAP) stays out of the committed corpus until it is fixed; its test here is
+//! `#[ignore]`d with the reason, so `cargo test` lists it as ignored rather than hiding it.
+//! Run them with `cargo test -p cancelkit-fuzz --test regressions -- --include-ignored`.
+
+use cancelkit_fuzz::framing;
+
+/// runtime/src/peer/framing.rs, line decoder: a line of exactly `max_len` bytes plus `\r\n`
+/// is accepted when `\r\n` comes in the same read, rejected ("message exceeds the maximum
+/// frame size") when a read ends between `\r` and `\n`, because the pending `line\r` is
+/// compared with the limit before the `\r` is known to be part of the line ending.
+#[test]
+#[ignore = "known bug in runtime/src/peer/framing.rs (reported; owned by the peer restructuring)"]
+fn line_of_max_len_with_crlf_split_between_cr_and_lf() {
+    // max_len 4, chunking seed 0, stream "abcd\r\n".
+    framing::lines(&framing::input(4, 0, b"abcd\r\n"));
+}
+
+/// runtime/src/peer/framing.rs, Content-Length decoder: a header block that does not end
+/// within 8 KiB is dropped when it is read in small pieces (one rejection per 8 KiB read)
+/// but, read at once with its terminator, becomes one rejected header block; the frames
+/// (and the number of -32600 errors) depend on read sizes.
+#[test]
+#[ignore = "known bug in runtime/src/peer/framing.rs (reported; owned by the peer restructuring)"]
+fn header_block_longer_than_8_kib_depends_on_read_sizes() {
+    let mut stream = vec![b'x'; 9000];
+    stream.extend_from_slice(b"\r\n\r\n");
+    stream.extend_from_slice(&framing::encode(false, b"{}"));
+    framing::content_length(&framing::input(255, 0, &stream));
+}
+
+/// The seeds themselves pass (a seed that fails would be a finding of its own).
+#[test]
+fn seeds_pass() {
+    let schema_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema");
+    for (target, name, data) in cancelkit_fuzz::seeds::all(&schema_dir) {
+        let check = cancelkit_fuzz::TARGETS
+            .iter()
+            .find(|t| t.name == target)
+            .expect("a known target")
+            .check;
+        let outcome = cancelkit_fuzz::panics::judged_by_caller(|| check(&data));
+        assert!(outcome.is_ok(), "seed {target}/{name} fails");
+    }
+}

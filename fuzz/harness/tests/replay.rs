@@ -1,0 +1,114 @@
+//! Replays the committed corpus `fuzz/corpus/<target>/` through each target's check, exactly as
+//! the fuzzer runs it (no fuzzer needed). A failure names every failing file.
+
+use std::path::{Path, PathBuf};
+
+use cancelkit_fuzz::{TARGETS, panics};
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the harness lives in fuzz/harness")
+        .to_path_buf()
+}
+
+fn replay(name: &str) {
+    let target = TARGETS
+        .iter()
+        .find(|t| t.name == name)
+        .expect("a known target");
+    let dir = fuzz_dir().join("corpus").join(name);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} holds no inputs", dir.display());
+    let failures: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let data = std::fs::read(path).expect("a corpus file reads");
+            panics::judged_by_caller(|| (target.check)(&data))
+                .err()
+                .map(|panic| format!("{}: {}", path.display(), panics::describe(panic.as_ref())))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} inputs of {name} fail:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_target_has_a_test_here() {
+    let source = include_str!("replay.rs");
+    for target in TARGETS {
+        assert!(
+            source.contains(&format!("fn {}()", target.name)),
+            "no replay test for {}",
+            target.name
+        );
+    }
+}
+
+#[test]
+fn framing_lines() {
+    replay("framing_lines");
+}
+
+#[test]
+fn framing_content_length() {
+    replay("framing_content_length");
+}
+
+#[test]
+fn wire() {
+    replay("wire");
+}
+
+#[test]
+fn peer_acp() {
+    replay("peer_acp");
+}
+
+#[test]
+fn peer_mcp_2024_11_05() {
+    replay("peer_mcp_2024_11_05");
+}
+
+#[test]
+fn peer_mcp_2025_11_25() {
+    replay("peer_mcp_2025_11_25");
+}
+
+#[test]
+fn peer_lsp() {
+    replay("peer_lsp");
+}
+
+#[test]
+fn rap() {
+    replay("rap");
+}
+
+#[test]
+fn schema() {
+    replay("schema");
+}
+
+/// Writes the hand-written seeds into the corpus: `cargo test -p cancelkit-fuzz -- --ignored
+/// write_seeds`.
+#[test]
+#[ignore = "writes files; run by hand to refresh the seeds"]
+fn write_seeds() {
+    let schema_dir = fuzz_dir().join("../schema");
+    for (target, name, data) in cancelkit_fuzz::seeds::all(&schema_dir) {
+        let dir = fuzz_dir().join("corpus").join(target);
+        std::fs::create_dir_all(&dir).expect("the corpus directory is writable");
+        std::fs::write(dir.join(name), data).expect("a seed is written");
+    }
+}
