@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use cancelkit::peer::{McpRevision, Protocol};
 use common::{Event, Served, next_event, serve};
 use serde_json::{Value, json};
@@ -135,7 +137,8 @@ async fn notifications_cancelled_does_not_touch_a_task() {
     assert_eq!(result["result"]["content"][0]["text"], "keep");
 }
 
-/// `tasks/result` is itself a request that can be cancelled; the task runs on.
+/// `tasks/result` is itself a request that can be cancelled; the task runs on. MCP answers a
+/// cancelled request with nothing at all, ever.
 #[tokio::test]
 async fn a_waiting_tasks_result_can_be_cancelled() {
     let mut s = serve(MCP, |b| b);
@@ -146,11 +149,30 @@ async fn a_waiting_tasks_result_can_be_cancelled() {
     s.wire
         .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}))
         .await;
-    let result = s
+    // Request 3 waits for the same task as request 2 did: had the cancel not taken effect, 2's
+    // answer would be written when 3's is, and the stream is ordered, so it would arrive before
+    // 3's answer or before the answer to the quick request 4 that follows it.
+    let (result, before_3) = s
         .wire
-        .call(json!(3), "tasks/result", json!({"taskId": task_id}))
+        .call_seeing(json!(3), "tasks/result", json!({"taskId": task_id}))
         .await;
-    assert_eq!(result["result"]["content"][0]["text"], "slow");
+    assert_eq!(result["result"]["content"][0]["text"], "slow", "{result}");
+    let (task, before_4) = s
+        .wire
+        .call_seeing(json!(4), "tasks/get", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(task["result"]["status"], "completed", "{task}");
+    let answers_to_2: Vec<&Value> = before_3
+        .iter()
+        .chain(&before_4)
+        .filter(|message| message.get("id") == Some(&json!(2)))
+        .collect();
+    assert!(
+        answers_to_2.is_empty(),
+        "the cancelled tasks/result was answered: {answers_to_2:?}"
+    );
+    s.wire.assert_silent(Duration::from_millis(100)).await;
+    assert_eq!(s.peer.in_flight(), 0);
 }
 
 #[tokio::test]

@@ -269,6 +269,26 @@ impl Wire {
         }
     }
 
+    /// Sends a request and returns its answer together with every message that arrived before
+    /// it, in arrival order, so a test can check what was (and was not) sent in between.
+    pub async fn call_seeing(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: Value,
+    ) -> (Value, Vec<Value>) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let mut before = Vec::new();
+        loop {
+            let message = self.recv().await;
+            if message.get("id") == Some(&id) && message.get("method").is_none() {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
     /// The writing and reading halves, for tests that write and read concurrently.
     pub fn into_split(self) -> (WriteHalf<DuplexStream>, BufReader<ReadHalf<DuplexStream>>) {
         (self.writer, self.reader)
