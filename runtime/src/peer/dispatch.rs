@@ -7,6 +7,7 @@
 //! request's own task, so a big message never holds up the cancels behind it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
 use futures_util::FutureExt;
@@ -36,6 +37,9 @@ pub(crate) struct Limits {
     concurrency: Option<Arc<Semaphore>>,
     /// Bytes of params held by notifications queued for their handlers.
     pub(crate) notification_bytes: Budget,
+    /// Refusing requests since the last warning: refusals are logged once per episode, not
+    /// once per request (a flood of requests must not become a flood of log lines).
+    refusing: AtomicBool,
 }
 
 impl Limits {
@@ -52,6 +56,7 @@ impl Limits {
             max_request_bytes,
             concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
             notification_bytes: Budget::new(max_notification_bytes),
+            refusing: AtomicBool::new(false),
         }
     }
 
@@ -77,6 +82,18 @@ impl Limits {
     fn release(&self, ticket: Ticket) {
         self.request_bytes.give_back(ticket.bytes);
         self.requests.give_back(1);
+        if self.refusing.load(Ordering::Relaxed) {
+            self.refusing.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Logs a refusal: a warning for the first of an episode, debug lines for the rest.
+    fn log_refusal(&self, id: &RequestId, method: &str, why: &JsonRpcError) {
+        if self.refusing.swap(true, Ordering::Relaxed) {
+            tracing::debug!(request_id = %id, method, "refused a request: the connection is at its bounds");
+        } else {
+            tracing::warn!(request_id = %id, method, why = ?why.data, "refusing requests with -32050 until some of those in flight finish");
+        }
     }
 
     /// Completes once every admitted request has finished and sent its answer (used when
@@ -171,7 +188,7 @@ pub(crate) async fn request(
     let ticket = match shared.limits.admit(params.map_or(0, |p| p.get().len())) {
         Ok(ticket) => ticket,
         Err(refused) => {
-            tracing::warn!(request_id = %id, method, "refused a request: the connection is at its bounds");
+            shared.limits.log_refusal(&id, method, &refused);
             send_reply(peer, &id, &Err(refused)).await;
             return;
         }
