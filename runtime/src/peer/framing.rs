@@ -36,6 +36,9 @@ pub(crate) struct FrameDecoder {
     discarding: bool,
     /// Content-Length: body bytes still to skip for an oversized message.
     skip: usize,
+    /// Content-Length: inside a header block longer than [`MAX_HEADERS`], already rejected,
+    /// dropping bytes until its end.
+    skipping_headers: bool,
     /// Content-Length: the announced length of the body being awaited.
     body_len: Option<usize>,
 }
@@ -48,6 +51,7 @@ impl FrameDecoder {
             scanned: 0,
             discarding: false,
             skip: 0,
+            skipping_headers: false,
             body_len: None,
         }
     }
@@ -55,7 +59,11 @@ impl FrameDecoder {
     fn decode_line(&mut self, buf: &mut BytesMut) -> Option<Frame> {
         loop {
             let Some(offset) = buf[self.scanned..].iter().position(|b| *b == b'\n') else {
-                if self.discarding || buf.len() > self.max_len {
+                // A pending `\r` may be the start of the line's `\r\n`: it does not count
+                // towards the limit until the next byte says so, or the frame's fate would
+                // depend on where a read happens to end.
+                let pending = buf.len() - usize::from(buf.last() == Some(&b'\r'));
+                if self.discarding || pending > self.max_len {
                     let first = !self.discarding;
                     self.discarding = true;
                     buf.clear();
@@ -98,6 +106,19 @@ impl FrameDecoder {
                     return None;
                 }
             }
+            if self.skipping_headers {
+                match find(buf, b"\r\n\r\n") {
+                    Some(end) => {
+                        buf.advance(end + 4);
+                        self.skipping_headers = false;
+                    }
+                    None => {
+                        // Keep what could be the start of a terminator split across reads.
+                        buf.advance(buf.len().saturating_sub(3));
+                        return None;
+                    }
+                }
+            }
             if let Some(len) = self.body_len {
                 if buf.len() < len {
                     buf.reserve(len - buf.len());
@@ -106,14 +127,21 @@ impl FrameDecoder {
                 self.body_len = None;
                 return Some(Frame::Message(buf.split_to(len).freeze()));
             }
+            // A header block longer than MAX_HEADERS is rejected once and skipped to its end,
+            // whether it arrives at once or in pieces (it is known to be too long as soon as
+            // MAX_HEADERS + 4 bytes hold no terminator).
             let Some(end) = find(buf, b"\r\n\r\n") else {
-                if buf.len() > 8 * 1024 {
-                    // No header block ends within 8 KiB: drop what we have and resynchronise.
-                    buf.clear();
-                    return Some(Frame::Rejected("unreadable Content-Length headers"));
+                if buf.len() > MAX_HEADERS + 3 {
+                    self.skipping_headers = true;
+                    buf.advance(buf.len() - 3);
+                    return Some(Frame::Rejected(HEADERS_TOO_LONG));
                 }
                 return None;
             };
+            if end > MAX_HEADERS {
+                buf.advance(end + 4);
+                return Some(Frame::Rejected(HEADERS_TOO_LONG));
+            }
             let headers = buf.split_to(end + 4);
             match content_length(&headers[..end]) {
                 Some(len) if len > self.max_len => {
@@ -126,6 +154,11 @@ impl FrameDecoder {
         }
     }
 }
+
+/// The longest `Content-Length` header block accepted.
+const MAX_HEADERS: usize = 8 * 1024;
+
+const HEADERS_TOO_LONG: &str = "Content-Length headers longer than 8 KiB";
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
@@ -254,6 +287,66 @@ mod tests {
                 msg("{\"b\":2}"),
             ]
         );
+    }
+
+    /// Feeds `input` in reads of `size` bytes.
+    fn decode_in_reads(framing: Framing, max: usize, input: &[u8], size: usize) -> Vec<Frame> {
+        let mut decoder = FrameDecoder::new(framing, max);
+        let mut buf = BytesMut::new();
+        let mut frames = Vec::new();
+        for chunk in input.chunks(size) {
+            buf.extend_from_slice(chunk);
+            while let Some(frame) = decoder.decode(&mut buf).unwrap() {
+                frames.push(frame);
+            }
+        }
+        while let Some(frame) = decoder.decode_eof(&mut buf).unwrap() {
+            frames.push(frame);
+        }
+        frames
+    }
+
+    #[test]
+    fn a_line_of_the_maximum_length_passes_whether_or_not_a_read_ends_before_its_newline() {
+        // Found by the framing_lines fuzzer: "abcd\r" pending was counted as 5 bytes.
+        for size in 1..=6 {
+            assert_eq!(
+                decode_in_reads(Framing::Lines, 4, b"abcd\r\nxy\n", size),
+                vec![msg("abcd"), msg("xy")],
+                "reads of {size}"
+            );
+        }
+        assert_eq!(
+            decode_in_reads(Framing::Lines, 4, b"abcde\r\n", 1),
+            vec![Frame::Rejected("message exceeds the maximum frame size")]
+        );
+    }
+
+    #[test]
+    fn an_over_long_header_block_is_rejected_once_whatever_the_read_sizes() {
+        // Found by the framing_content_length fuzzer: rejected once when read at once, twice
+        // (and differently) when read in pieces.
+        let mut input = vec![b'x'; 9000];
+        input.extend_from_slice(b"\r\n\r\n");
+        encode(Framing::ContentLength, b"{}", &mut input);
+        for size in [1, 3, 255, 4096, input.len()] {
+            assert_eq!(
+                decode_in_reads(Framing::ContentLength, 64, &input, size),
+                vec![Frame::Rejected(HEADERS_TOO_LONG), msg("{}")],
+                "reads of {size}"
+            );
+        }
+        // Exactly at the limit is fine, also when the terminator arrives after it.
+        let mut at_limit = b"Content-Length: 2\r\n".to_vec();
+        at_limit.resize(MAX_HEADERS, b' ');
+        at_limit.extend_from_slice(b"\r\n\r\n{}");
+        for size in [1, 7, at_limit.len()] {
+            assert_eq!(
+                decode_in_reads(Framing::ContentLength, 64, &at_limit, size),
+                vec![msg("{}")],
+                "reads of {size}"
+            );
+        }
     }
 
     #[test]
