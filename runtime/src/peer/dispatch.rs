@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::budget::Budget;
+use super::budget::{Budget, Counter};
 use super::handle::PeerHandle;
 use super::policy::tasks::{self, Tasks};
 use super::policy::{CancelRequest, Kind};
@@ -28,11 +28,9 @@ use crate::{CancelReason, JsonRpcError, Scope};
 #[derive(Debug)]
 pub(crate) struct Limits {
     /// Requests in flight: running, or queued for a concurrency slot.
-    requests: Budget,
-    max_requests: usize,
+    requests: Counter,
     /// Bytes of params held by the requests in flight.
-    request_bytes: Budget,
-    max_request_bytes: usize,
+    request_bytes: Counter,
     /// Running handlers, at most.
     concurrency: Option<Arc<Semaphore>>,
     /// Bytes of params held by notifications queued for their handlers.
@@ -50,10 +48,8 @@ impl Limits {
         max_notification_bytes: usize,
     ) -> Self {
         Self {
-            requests: Budget::new(max_requests),
-            max_requests,
-            request_bytes: Budget::new(max_request_bytes),
-            max_request_bytes,
+            requests: Counter::new(max_requests),
+            request_bytes: Counter::new(max_request_bytes),
             concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
             notification_bytes: Budget::new(max_notification_bytes),
             refusing: AtomicBool::new(false),
@@ -62,26 +58,26 @@ impl Limits {
 
     /// Admits a request whose params are `bytes` long, or says why not.
     fn admit(&self, bytes: usize) -> Result<Ticket, JsonRpcError> {
-        if !self.requests.try_take(1) {
+        if !self.requests.try_add(1) {
             return Err(overloaded(format!(
                 "{} requests are already in flight on this connection; retry later",
-                self.max_requests
+                self.requests.max()
             )));
         }
         let bytes = self.request_bytes.cost_of_bytes(bytes);
-        if !self.request_bytes.try_take(bytes) {
-            self.requests.give_back(1);
+        if !self.request_bytes.try_add(bytes) {
+            self.requests.sub(1);
             return Err(overloaded(format!(
                 "the requests in flight on this connection already hold {} bytes; retry later",
-                self.max_request_bytes
+                self.request_bytes.max()
             )));
         }
         Ok(Ticket { bytes })
     }
 
     fn release(&self, ticket: Ticket) {
-        self.request_bytes.give_back(ticket.bytes);
-        self.requests.give_back(1);
+        self.request_bytes.sub(ticket.bytes);
+        self.requests.sub(1);
         if self.refusing.load(Ordering::Relaxed) {
             self.refusing.store(false, Ordering::Relaxed);
         }
@@ -97,16 +93,13 @@ impl Limits {
     }
 
     /// Completes once every admitted request has finished and sent its answer (used when
-    /// closing), and admits nothing afterwards.
+    /// closing, after the reader has stopped admitting).
     pub(crate) async fn all_answered(&self) {
-        let everything = u32::try_from(self.max_requests).unwrap_or(u32::MAX);
-        self.requests.take(everything).await;
+        self.requests.emptied().await;
     }
 
-    /// Refuses all further work and wakes whoever waits for room.
+    /// Wakes whoever waits for room in the notification queue, and refuses them.
     pub(crate) fn close(&self) {
-        self.requests.close();
-        self.request_bytes.close();
         self.notification_bytes.close();
     }
 }
@@ -118,7 +111,7 @@ fn overloaded(why: String) -> JsonRpcError {
 /// An admitted request's share of the limits.
 #[derive(Debug)]
 struct Ticket {
-    bytes: u32,
+    bytes: usize,
 }
 
 /// Gives a ticket back when the request is done, however its task ends.

@@ -98,7 +98,7 @@ impl Outbox {
         impl std::future::Future<Output = bool> + Send + 'static,
     ) {
         let cost = self.cost(message);
-        (cost, self.budget.take(cost))
+        (cost, self.budget.take_owned(cost))
     }
 
     /// Queues a message whose room was taken with [`Outbox::room_for`].
