@@ -52,13 +52,7 @@ fn check(lines: bool, data: &[u8]) {
     let whole = decode_frames(lines, max_len, &[stream]);
     if cfg!(feature = "tolerate-known-issues") && lines && known_issue_cr_at_limit(max_len, stream)
     {
-        // Known issue (see `known_issue_cr_at_limit`): compare with the rules only.
-        assert_eq!(
-            shape(&whole),
-            reference_lines(max_len, stream),
-            "the frames differ from the framing rules"
-        );
-        return;
+        return; // a known issue, see `known_issue_cr_at_limit`
     }
     let bytes: Vec<&[u8]> = stream.chunks(1).collect();
     let bytewise = decode_frames(lines, max_len, &bytes);
@@ -97,15 +91,15 @@ fn check(lines: bool, data: &[u8]) {
 }
 
 /// Known issue in the peer's line decoder (`runtime/src/peer/framing.rs`, reported, not fixed
-/// here): a line of exactly `max_len` bytes followed by `\r\n` is accepted when `\r\n`
-/// arrives in the same read, but rejected as too long when a read ends between the line and
-/// its `\n` (the pending `line\r` is `max_len + 1` bytes). The strict check (the default, and
-/// the corpus replay) reports it; only a fuzzing campaign built with the feature
-/// `tolerate-known-issues` looks past inputs that hold such a line, so it can search further.
+/// here): a last line without its `\n` that is `max_len` bytes plus a final `\r` is accepted
+/// at the end of the stream as a message of `max_len + 1` bytes (the pending `\r` is not
+/// counted towards the limit, in case a `\n` follows, and `decode_eof` does not check it
+/// again). The strict check (the default, and the corpus replay) reports it; only a fuzzing
+/// campaign built with the feature `tolerate-known-issues` looks past such inputs, so it can
+/// search further.
 pub fn known_issue_cr_at_limit(max_len: usize, stream: &[u8]) -> bool {
-    stream
-        .split(|b| *b == b'\n')
-        .any(|line| line.len() == max_len + 1 && line.ends_with(b"\r"))
+    let last = stream.rsplit(|b| *b == b'\n').next().unwrap_or_default();
+    last.len() == max_len + 1 && last.ends_with(b"\r")
 }
 
 /// Cuts `stream` into reads of 1-16 bytes, sizes drawn from a xorshift generator seeded by `seed`.
