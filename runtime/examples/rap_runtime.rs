@@ -6,6 +6,10 @@
 //! ```text
 //! cargo run -p cancelkit --features rap --example rap_runtime
 //! ```
+//!
+//! Unix only, like the `rap` module.
+
+#![cfg_attr(not(unix), allow(unused))]
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -13,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::routing::post;
+#[cfg(unix)]
 use cancelkit::rap::{CallTracker, Notifier, ToolServerTarget};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -22,11 +27,24 @@ mod child;
 
 const TOKEN: &str = "example-token";
 
+#[cfg(not(unix))]
+fn main() {
+    eprintln!("the rap feature is Unix only");
+    std::process::exit(2);
+}
+
+#[cfg(unix)]
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Our callback endpoint's address first: the tool server only posts results to origins it
+    // was told to allow.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let callback_origin = format!("http://{}", listener.local_addr()?);
+    let callback_url = format!("{callback_origin}/tool_result");
+
     // The tool server, as a child process on a free loopback port.
     let mut server = child::example_command("rap_tool_server")?
-        .args(["0", TOKEN])
+        .args(["0", TOKEN, &callback_origin])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -60,8 +78,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }),
         )
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let callback_url = format!("http://{}/tool_result", listener.local_addr()?);
     tokio::spawn(async move {
         let _ = axum::serve(
             listener,
@@ -78,7 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         marker.display()
     );
     let started = Instant::now();
-    tracker.start("thread_1", "call_1");
+    tracker.start("thread_1", "call_1")?;
     let status = http
         .post(format!("{base}/invoke"))
         .bearer_auth(TOKEN)

@@ -38,7 +38,7 @@ pub mod __fuzz;
 mod cancelled;
 mod error;
 pub mod peer;
-#[cfg(feature = "rap")]
+#[cfg(all(unix, feature = "rap"))]
 pub mod rap;
 pub mod scope;
 mod sync;
