@@ -1,11 +1,14 @@
 //! Hostile input, one test per case: after each, the connection still serves requests, the
-//! server has not panicked, and only the answers the protocol allows were sent.
+//! server has not panicked, only the answers the protocol allows were sent, and nothing is
+//! retained: no registry entry (`in_flight`) and no pending outgoing request. That no heap is
+//! retained either is checked by `tests/tests/peer_memory.rs`, which runs these inputs many
+//! times under a counting allocator (a global allocator does not fit this many-test binary).
 
 mod common;
 
 use std::time::Duration;
 
-use cancelkit::peer::{McpRevision, Protocol};
+use cancelkit::peer::{McpRevision, PeerHandle, Protocol};
 use common::{Event, next_event, serve};
 use serde_json::{Value, json};
 
@@ -39,8 +42,14 @@ async fn check(protocol: Protocol, input: Vec<u8>, expect: Expect) {
         Expect::Silence => s.wire.assert_silent(Duration::from_millis(100)).await,
     }
     s.wire.assert_alive().await;
-    assert_eq!(s.peer.in_flight(), 0);
-    assert!(!s.peer.is_closed());
+    assert_nothing_retained(&s.peer);
+}
+
+/// The registry is empty, no request of ours waits for an answer, and the connection is open.
+fn assert_nothing_retained(peer: &PeerHandle) {
+    assert_eq!(peer.in_flight(), 0, "registry entries left behind");
+    assert_eq!(peer.pending_requests(), 0, "outgoing requests left pending");
+    assert!(!peer.is_closed());
 }
 
 macro_rules! hostile {
@@ -106,6 +115,7 @@ async fn oversized_line_beyond_the_limit_is_skipped() {
         "message exceeds the maximum frame size"
     );
     s.wire.assert_alive().await;
+    assert_nothing_retained(&s.peer);
 }
 
 /// A flood of cancels for ids that do not exist: no answers, nothing retained, still serving.
@@ -121,6 +131,7 @@ async fn a_cancel_flood_is_absorbed() {
     s.wire.send_raw(&input).await;
     s.wire.assert_alive().await;
     s.wire.assert_silent(Duration::from_millis(100)).await;
+    assert_nothing_retained(&s.peer);
 }
 
 /// A cancel flood while a request is running: the request is cancelled once, everything else is
@@ -140,6 +151,7 @@ async fn repeated_cancels_for_one_request_cancel_it_once() {
     assert_eq!(s.wire.recv().await["error"]["code"], -32800);
     s.wire.assert_silent(Duration::from_millis(100)).await;
     s.wire.assert_alive().await;
+    assert_nothing_retained(&s.peer);
 }
 
 /// A cancel for a request that already finished does not touch a later request reusing the id.
@@ -160,6 +172,7 @@ async fn a_late_cancel_does_not_hit_a_reused_id() {
         .call(json!(3), "sleep", json!({"label": "second", "ms": 50}))
         .await;
     assert_eq!(answer["result"], "second");
+    assert_nothing_retained(&s.peer);
 }
 
 /// A cancel for an id our side used for an outgoing request does not cancel anything of ours.
@@ -171,8 +184,10 @@ async fn a_cancel_for_an_other_direction_id_is_ignored() {
     s.wire.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": sent["id"]}})).await;
     s.wire.assert_silent(Duration::from_millis(100)).await;
     assert_eq!(s.peer.pending_requests(), 1);
+    assert_eq!(s.peer.in_flight(), 0);
     drop(outgoing);
     s.wire.assert_alive().await;
+    assert_nothing_retained(&s.peer);
 }
 
 /// Content-Length framing with a broken header block: one error, then the next frame is read.
@@ -187,4 +202,5 @@ async fn lsp_bad_headers_are_skipped() {
     s.wire.send_raw(b"Content-Length: abc\r\n\r\n").await;
     assert_eq!(s.wire.recv().await["error"]["code"], -32600);
     s.wire.assert_alive().await;
+    assert_nothing_retained(&s.peer);
 }
