@@ -1,7 +1,4 @@
-//! Minimal inputs of the fuzzers' findings, one test each. A finding in code owned elsewhere
-//! (the peer, RAP) stays out of the committed corpus until it is fixed; its test here is
-//! `#[ignore]`d with the reason, so `cargo test` lists it as ignored rather than hiding it.
-//! Run them with `cargo test -p cancelkit-fuzz --test regressions -- --include-ignored`.
+//! Minimal inputs of the fuzzers' findings, one test each (each failed before its fix).
 
 use cancelkit_fuzz::framing;
 
@@ -27,10 +24,9 @@ fn header_block_longer_than_8_kib_depends_on_read_sizes() {
 }
 
 /// runtime/src/peer/framing.rs, line decoder, found by `framing_lines` after 81f742a: a last
-/// line without `\n` of `max_len` bytes plus a final `\r` is accepted at the end of the stream
-/// as a message one byte over the limit (the rules reject it).
+/// line without `\n` of `max_len` bytes plus a final `\r` was accepted at the end of the
+/// stream as a message one byte over the limit (the rules reject it).
 #[test]
-#[ignore = "known bug in runtime/src/peer/framing.rs (reported; owned by the peer restructuring)"]
 fn last_line_of_max_len_plus_cr_at_eof_is_accepted_over_the_limit() {
     // max_len 1, chunking seed 0, stream "x\r" (no newline).
     framing::lines(&framing::input(1, 0, b"x\r"));

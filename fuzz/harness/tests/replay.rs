@@ -100,15 +100,26 @@ fn schema() {
     replay("schema");
 }
 
-/// Writes the hand-written seeds into the corpus: `cargo test -p cancelkit-fuzz -- --ignored
-/// write_seeds`.
+/// The hand-written seeds are all in the committed corpus, byte for byte. With
+/// `CANCELKIT_WRITE_SEEDS=1` the test writes them there instead (then commit the corpus).
 #[test]
-#[ignore = "writes files; run by hand to refresh the seeds"]
-fn write_seeds() {
+fn the_seeds_are_in_the_corpus() {
+    let write = std::env::var_os("CANCELKIT_WRITE_SEEDS").is_some();
     let schema_dir = fuzz_dir().join("../schema");
+    let mut stale = Vec::new();
     for (target, name, data) in cancelkit_fuzz::seeds::all(&schema_dir) {
         let dir = fuzz_dir().join("corpus").join(target);
-        std::fs::create_dir_all(&dir).expect("the corpus directory is writable");
-        std::fs::write(dir.join(name), data).expect("a seed is written");
+        let path = dir.join(&name);
+        if write {
+            std::fs::create_dir_all(&dir).expect("the corpus directory is writable");
+            std::fs::write(&path, &data).expect("a seed is written");
+        } else if std::fs::read(&path).ok().as_deref() != Some(data.as_slice()) {
+            stale.push(format!("{target}/{name}"));
+        }
     }
+    assert!(
+        stale.is_empty(),
+        "seeds missing from the corpus or different: {stale:?}; refresh with \
+         CANCELKIT_WRITE_SEEDS=1 cargo test -p cancelkit-fuzz --test replay the_seeds_are_in_the_corpus"
+    );
 }

@@ -194,6 +194,12 @@ impl Decoder for FrameDecoder {
         if self.framing == Framing::Lines && !self.discarding && !buf.is_empty() {
             let line = buf.split().freeze();
             self.scanned = 0;
+            if line.len() > self.max_len {
+                // A pending `\r` did not count while it could start a `\r\n`; now it is data.
+                return Ok(Some(Frame::Rejected(
+                    "message exceeds the maximum frame size",
+                )));
+            }
             if !line.iter().all(u8::is_ascii_whitespace) {
                 return Ok(Some(Frame::Message(line)));
             }
@@ -319,6 +325,15 @@ mod tests {
         assert_eq!(
             decode_in_reads(Framing::Lines, 4, b"abcde\r\n", 1),
             vec![Frame::Rejected("message exceeds the maximum frame size")]
+        );
+        // At the end of the stream a last `\r` is data, and counts (found by the fuzzer).
+        assert_eq!(
+            decode_in_reads(Framing::Lines, 1, b"x\r", 1),
+            vec![Frame::Rejected("message exceeds the maximum frame size")]
+        );
+        assert_eq!(
+            decode_in_reads(Framing::Lines, 2, b"x\r", 1),
+            vec![msg("x\r")]
         );
     }
 
