@@ -27,6 +27,7 @@ pub fn main(args: &[&str]) -> Result<(), String> {
         None => (args, &[][..]),
     };
     let mut seconds = DEFAULT_SECONDS;
+    let mut sanitizer = "address";
     let mut only = None;
     let mut rest = ours.iter();
     while let Some(arg) = rest.next() {
@@ -36,6 +37,11 @@ pub fn main(args: &[&str]) -> Result<(), String> {
                 seconds = value
                     .parse()
                     .map_err(|_| format!("--time {value}: not a number of seconds"))?;
+            }
+            "--sanitizer" => {
+                sanitizer = rest
+                    .next()
+                    .ok_or("--sanitizer needs a name (address, none, ...)")?;
             }
             name if !name.starts_with('-') && only.is_none() => only = Some(name),
             other => return Err(format!("fuzz: unexpected argument `{other}`")),
@@ -56,7 +62,7 @@ pub fn main(args: &[&str]) -> Result<(), String> {
     let mut outcomes = Vec::new();
     for target in &targets {
         println!("==> fuzz {target} for {seconds} s");
-        outcomes.push((*target, run(target, seconds, libfuzzer)?));
+        outcomes.push((*target, run(target, seconds, sanitizer, libfuzzer)?));
     }
     println!("fuzz summary ({seconds} s per target):");
     for (target, outcome) in &outcomes {
@@ -131,7 +137,7 @@ fn ensure_cargo_fuzz() -> Result<(), String> {
 
 /// Runs one target for `seconds`, passing libFuzzer's output through and reading its final
 /// statistics.
-fn run(target: &str, seconds: u64, libfuzzer: &[&str]) -> Result<Outcome, String> {
+fn run(target: &str, seconds: u64, sanitizer: &str, libfuzzer: &[&str]) -> Result<Outcome, String> {
     let root = crate::project_root();
     let scratch = root.join("target/fuzz-corpus").join(target);
     std::fs::create_dir_all(&scratch)
@@ -140,7 +146,7 @@ fn run(target: &str, seconds: u64, libfuzzer: &[&str]) -> Result<Outcome, String
     let mut command: Command = crate::cargo();
     command
         .env("RUSTC_BOOTSTRAP", "1")
-        .args(["fuzz", "run", target])
+        .args(["fuzz", "run", "--sanitizer", sanitizer, target])
         .arg(&scratch)
         .arg(&corpus)
         .arg("--")

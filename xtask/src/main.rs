@@ -22,12 +22,13 @@ tasks:
   codegen [--check]   regenerate the bindings in generated/src from schema/*.json;
                       with --check, write nothing, list stale files and exit 1 if any
   test                run the whole test suite: codegen check, fmt, clippy, tests, docs
-  bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap; all
+  bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load; all
                       by default); prints ratios
                       and writes target/bench/NAME.json
-  fuzz [TARGET] [--time S] [-- LIBFUZZER_ARGS]
+  fuzz [TARGET] [--time S] [--sanitizer address|none] [-- LIBFUZZER_ARGS]
                       fuzz one target, or each in turn, for S seconds (default 60) with
-                      cargo-fuzz (installed if missing); prints each target's executions
+                      cargo-fuzz (installed if missing; address sanitizer unless told
+                      otherwise); prints each target's executions
 ";
 
 fn main() -> ExitCode {
