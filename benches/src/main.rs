@@ -4,6 +4,7 @@
 //! round, and prints ratios; a table is also written as JSON under `target/bench/`.
 
 mod alloc;
+mod load_bench;
 mod macro_bench;
 mod peer_bench;
 mod rap_bench;
@@ -12,7 +13,7 @@ mod report;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let names: Vec<&str> = if args.is_empty() {
-        vec!["macro", "peer", "rap"]
+        vec!["macro", "peer", "rap", "load"]
     } else {
         args.iter().map(String::as_str).collect()
     };
@@ -21,8 +22,9 @@ fn main() {
             "macro" => macro_bench::run(),
             "peer" => peer_bench::run(),
             "rap" => rap_bench::run(),
+            "load" => load_bench::run(),
             other => {
-                eprintln!("unknown benchmark `{other}`; available: macro, peer, rap");
+                eprintln!("unknown benchmark `{other}`; available: macro, peer, rap, load");
                 std::process::exit(2);
             }
         }

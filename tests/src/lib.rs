@@ -58,8 +58,13 @@ pub fn example(name: &str) -> PathBuf {
 
 /// Like [`example`], for an example that needs some of the runtime's features.
 pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
+    example_in_profile(name, features, &test_profile())
+}
+
+/// Builds one of the runtime's examples in the cargo profile `profile` (`release` for the
+/// benchmarks, whose binary does not sit where a test binary does) and returns its path.
+pub fn example_in_profile(name: &str, features: &[&str], profile: &str) -> PathBuf {
     let features = features.join(",");
-    let profile = test_profile();
     let mut command = Command::new(env!("CARGO"));
     command
         .args([
@@ -67,7 +72,7 @@ pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
             "--quiet",
             "--message-format=json-render-diagnostics",
         ])
-        .args(["--profile", &profile, "-p", "cancelkit", "--example", name])
+        .args(["--profile", profile, "-p", "cancelkit", "--example", name])
         .current_dir(workspace_root());
     if !features.is_empty() {
         command.args(["--features", &features]);
