@@ -353,9 +353,9 @@ async fn cancel_terminates_the_process_group_removes_its_directory_and_sends_no_
 async fn a_group_ignoring_sigterm_is_killed_after_the_grace_period() {
     let stopped = cancel_process_group("trap '' TERM;").await;
     // The cancel reaches the server after `cancelled`, so its SIGKILL comes at GRACE or later;
-    // we poll every few ms, so the group was seen running until just before that.
+    // polling /proc, we saw the group running until shortly before that.
     assert!(
-        stopped.last_seen_alive >= GRACE - Duration::from_millis(100),
+        stopped.last_seen_alive >= GRACE * 3 / 4,
         "SIGTERM alone did not stop it: last seen running {:?} after the cancel",
         stopped.last_seen_alive
     );
