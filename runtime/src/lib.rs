@@ -24,7 +24,8 @@
 //! - [`Cancelled`] and [`CancelReason`]: why an operation stopped;
 //! - [`JsonRpcError`]: the error a handler returns, with `From<Cancelled>` → -32800;
 //! - [`peer`]: a JSON-RPC connection (ACP, MCP, LSP-style) with per-request cancellation;
-//! - `rap` (feature `rap`): RAP tool cancellation over HTTP — a tool-server router, process
+//! - `rap` (feature `rap`, Unix only: process groups and signals): RAP tool cancellation over
+//!   HTTP — a tool-server router, process
 //!   tools, and the runtime-side notifier and call tracker;
 //! - feature `rmcp`: `From<Cancelled> for rmcp::model::ErrorData`, so rmcp tools can be
 //!   `#[cancellable(token = ct)]`;
