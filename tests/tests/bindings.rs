@@ -90,7 +90,7 @@ fn error_codes_map_both_ways_with_a_fallback() {
         assert_eq!(ErrorCode::from(code.code()), *code);
         assert_ne!(code.message(), "Unknown error");
     }
-    assert_eq!(ErrorCode::NAMED.len(), 11);
+    assert_eq!(ErrorCode::NAMED.len(), 12);
 }
 
 #[test]
