@@ -62,6 +62,14 @@ pub fn run() {
             ],
         },
         Row {
+            name: "ping/echo refused right after the cancels, sent again".into(),
+            cells: vec![
+                report.retries_after_cancel.to_string(),
+                "-".into(),
+                "-".into(),
+            ],
+        },
+        Row {
             name: "cancelled requests answered / stopped".into(),
             cells: vec![
                 format!(
@@ -90,6 +98,7 @@ pub fn run() {
             "peak_rss_bytes": report.peak_rss,
             "refused": report.refused,
             "ping_after_s": report.ping_after.as_secs_f64(),
+            "retries_after_cancel": report.retries_after_cancel,
             "answered_after_cancel": report.answered_after_cancel,
             "stopped_after_cancel": report.stopped_after_cancel,
         }),

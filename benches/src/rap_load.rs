@@ -213,16 +213,9 @@ pub async fn guess(addr: SocketAddr, workers: usize, duration: Duration) -> Gues
                     return;
                 }
                 let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
-                let status = guesser
-                    .post(format!("{base}/cancel_tool_call"))
-                    .bearer_auth(format!("guess-{worker}-{attempt}"))
-                    .header("content-type", "application/json")
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .expect("an answer")
-                    .status()
-                    .as_u16();
+                let status =
+                    cancel_status(&guesser, &base, &format!("guess-{worker}-{attempt}"), &body)
+                        .await;
                 match status {
                     401 => {
                         answered_401.fetch_add(1, Ordering::Relaxed);
@@ -246,16 +239,7 @@ pub async fn guess(addr: SocketAddr, workers: usize, duration: Duration) -> Gues
             break;
         }
         if first_429.lock().unwrap().is_some() && !tasks.is_empty() {
-            let status = honest
-                .post(format!("{base}/cancel_tool_call"))
-                .bearer_auth(TOKEN)
-                .header("content-type", "application/json")
-                .body(body.clone())
-                .send()
-                .await
-                .expect("an answer")
-                .status()
-                .as_u16();
+            let status = cancel_status(&honest, &base, TOKEN, &body).await;
             other_address_statuses.push(status);
         }
         while let Some(done) = tasks.try_join_next() {
@@ -310,11 +294,23 @@ pub async fn settle_tasks(bound: usize, patience: Duration) -> usize {
 
 /// A request with the right token from 127.0.0.1: the server still serves.
 pub async fn healthy(addr: SocketAddr) -> u16 {
-    reqwest::Client::new()
-        .post(format!("http://{addr}/cancel_tool_call"))
-        .bearer_auth(TOKEN)
+    let body = json!({"thread_id": "t", "tool_call_id": "c"}).to_string();
+    cancel_status(
+        &reqwest::Client::new(),
+        &format!("http://{addr}"),
+        TOKEN,
+        &body,
+    )
+    .await
+}
+
+/// The status of one `POST {base}/cancel_tool_call` with `token`.
+async fn cancel_status(client: &reqwest::Client, base: &str, token: &str, body: &str) -> u16 {
+    client
+        .post(format!("{base}/cancel_tool_call"))
+        .bearer_auth(token)
         .header("content-type", "application/json")
-        .body(json!({"thread_id": "t", "tool_call_id": "c"}).to_string())
+        .body(body.to_owned())
         .send()
         .await
         .expect("an answer")

@@ -37,6 +37,9 @@ pub struct BacklogReport {
     pub other_answers: usize,
     /// From the client reading again to the answer of a `ping` written after the backlog.
     pub ping_after: Duration,
+    /// Pings and echoes refused (-32050) and sent again right after the cancels: the cancelled
+    /// handlers free their places as they unwind, a moment after the cancels are read.
+    pub retries_after_cancel: usize,
     /// Whether a `tools/call` echo sent after the cancels was served.
     pub echo_served: bool,
     /// Cancelled requests that still got a response (MCP wants none).
@@ -53,6 +56,16 @@ fn rss_and_peak(pid: u32) -> Option<(u64, u64)> {
         Some(kib * 1024)
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+fn ping(n: usize) -> String {
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":\"ping-{n}\",\"method\":\"ping\"}}\n")
+}
+
+fn echo(n: usize) -> String {
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"echo-{n}\",\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"after\"}}}}}}\n"
+    )
 }
 
 fn slow_call(id: usize) -> String {
@@ -77,7 +90,8 @@ impl Drop for Reaper {
 /// 2. once the writes stall (or all are written), keep not reading for `stall`, sampling the
 ///    server's memory;
 /// 3. read again; after the last request, cancel the first [`CANCELLED`] ones, then send a
-///    `ping` and an echo `tools/call`, and wait for their answers;
+///    `ping`, then an echo `tools/call`, each sent again while refused with -32050, and wait
+///    for their answers;
 /// 4. hang up and check the server's log for the stopped tools.
 ///
 /// Every wait is bounded; a server that never answers fails the run with a panic.
@@ -100,7 +114,7 @@ pub fn mcp_server_backlog(server: &Path, requests: usize, stall: Duration) -> Ba
     let mut stdin = child.0.stdin.take().expect("piped");
     let stdout = child.0.stdout.take().expect("piped");
 
-    // The writer: all requests, then (when told) the cancels, a ping and an echo.
+    // The writer: all requests, then (when told) the cancels and a first ping.
     let written = Arc::new(AtomicUsize::new(0));
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let writer = {
@@ -122,8 +136,7 @@ pub fn mcp_server_backlog(server: &Path, requests: usize, stall: Duration) -> Ba
                     "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":{id},\"reason\":\"load test\"}}}}\n"
                 ));
             }
-            tail.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"ping\",\"method\":\"ping\"}\n");
-            tail.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"echo\",\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"after\"}}}\n");
+            tail.push_str(&ping(1));
             stdin.write_all(tail.as_bytes()).expect("the server reads");
             stdin
         })
@@ -172,23 +185,29 @@ pub fn mcp_server_backlog(server: &Path, requests: usize, stall: Duration) -> Ba
     // Reading again.
     let reading_from = Instant::now();
     let (answers_tx, answers_rx) = mpsc::channel::<Value>();
-    let reader = std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || -> Result<(), String> {
         for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let message: Value = serde_json::from_str(&line).expect("the server writes JSON");
+            let line = line.map_err(|e| format!("cannot read the server's output: {e}"))?;
+            let message: Value = serde_json::from_str(&line).map_err(|e| {
+                format!("the server wrote a line that is not JSON ({e}): {line:.200}")
+            })?;
             if answers_tx.send(message).is_err() {
                 break;
             }
         }
+        Ok(())
     });
     let mut refused = 0;
     let mut other_answers = 0;
     let mut answered_after_cancel = 0;
     let mut ping_after = None;
     let mut echo_served = false;
+    let mut retries_after_cancel = 0;
     let mut told = false;
+    let mut stdin = None;
+    let mut writer = Some(writer);
     let deadline = Instant::now() + Duration::from_secs(120);
-    while ping_after.is_none() || !echo_served {
+    while !echo_served {
         if !told && written.load(Ordering::Relaxed) == requests {
             go_tx.send(()).expect("the writer waits");
             told = true;
@@ -196,26 +215,82 @@ pub fn mcp_server_backlog(server: &Path, requests: usize, stall: Duration) -> Ba
         let remaining = deadline.saturating_duration_since(Instant::now());
         assert!(
             !remaining.is_zero(),
-            "the server drains its backlog and answers the ping"
+            "the server drains its backlog, answers a ping and serves an echo: {refused} \
+             refused and {other_answers} other answers read, {} of {requests} requests \
+             written, ping answered: {}, {retries_after_cancel} retries",
+            written.load(Ordering::Relaxed),
+            ping_after.is_some()
         );
-        let Ok(message) = answers_rx.recv_timeout(remaining.min(Duration::from_millis(100))) else {
-            continue;
+        let message = match answers_rx.recv_timeout(remaining.min(Duration::from_millis(100))) {
+            Ok(message) => message,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let why = match reader.join() {
+                    Ok(Ok(())) => "the server closed its output".to_owned(),
+                    Ok(Err(why)) => why,
+                    Err(_) => "the reading thread panicked".to_owned(),
+                };
+                panic!(
+                    "no answer to the ping: {why} ({refused} refused and {other_answers} other \
+                     answers read, {} of {requests} requests written)",
+                    written.load(Ordering::Relaxed)
+                );
+            }
         };
-        match &message["id"] {
-            Value::String(id) if id == "ping" => ping_after = Some(reading_from.elapsed()),
-            Value::String(id) if id == "echo" => {
-                echo_served = message["result"]["content"][0]["text"] == "after"
+        let overloaded = message["error"]["code"] == -32050;
+        let next = match &message["id"] {
+            // The cancelled handlers free their places as they unwind, just after the cancels
+            // are read: a ping or echo sent at once may still be refused, and is sent again,
+            // as the -32050 error asks.
+            Value::String(id) if id.starts_with("ping-") || id.starts_with("echo-") => {
+                let pinging = id.starts_with("ping-");
+                if overloaded {
+                    retries_after_cancel += 1;
+                    assert!(retries_after_cancel < 200, "still refused after 200 tries");
+                    std::thread::sleep(Duration::from_millis(10));
+                    Some(if pinging {
+                        ping(retries_after_cancel + 1)
+                    } else {
+                        echo(retries_after_cancel + 1)
+                    })
+                } else if pinging {
+                    assert_eq!(message["result"], serde_json::json!({}), "{message}");
+                    ping_after = Some(reading_from.elapsed());
+                    Some(echo(1))
+                } else {
+                    assert_eq!(
+                        message["result"]["content"][0]["text"], "after",
+                        "{message}"
+                    );
+                    echo_served = true;
+                    None
+                }
             }
             Value::Number(id) if (id.as_u64().unwrap_or(u64::MAX) as usize) < CANCELLED => {
-                answered_after_cancel += 1
+                answered_after_cancel += 1;
+                None
             }
-            _ if message["error"]["code"] == -32050 => refused += 1,
-            _ => other_answers += 1,
+            _ if overloaded => {
+                refused += 1;
+                None
+            }
+            _ => {
+                other_answers += 1;
+                None
+            }
+        };
+        if let Some(line) = next {
+            let stdin = stdin.get_or_insert_with(|| {
+                writer
+                    .take()
+                    .expect("one writer")
+                    .join()
+                    .expect("the writer finished")
+            });
+            stdin.write_all(line.as_bytes()).expect("the server reads");
         }
     }
     let peak_rss = rss_and_peak(pid).map_or(peak_rss_stalled, |(_, peak)| peak);
-    let mut stdin = writer.join().expect("the writer finished");
-    stdin.flush().ok();
     drop(stdin); // hang up: the server cancels everything and exits
     let exit_deadline = Instant::now() + Duration::from_secs(15);
     while child.0.try_wait().expect("waitable").is_none() {
@@ -257,7 +332,8 @@ pub fn mcp_server_backlog(server: &Path, requests: usize, stall: Duration) -> Ba
         peak_rss,
         refused,
         other_answers,
-        ping_after: ping_after.expect("the loop ends on the ping"),
+        ping_after: ping_after.expect("the echo is sent after the ping's answer"),
+        retries_after_cancel,
         echo_served,
         answered_after_cancel,
         stopped_after_cancel,
