@@ -30,7 +30,8 @@ pub(crate) enum Frame {
 pub(crate) struct FrameDecoder {
     framing: Framing,
     max_len: usize,
-    /// Lines: how far the buffer has been searched for a newline.
+    /// How far the buffer has been searched for the end of a line (Lines) or of a header
+    /// block (Content-Length), so bytes arriving one by one are not searched again and again.
     scanned: usize,
     /// Lines: inside an oversized line, dropping bytes until its newline.
     discarding: bool,
@@ -107,7 +108,7 @@ impl FrameDecoder {
                 }
             }
             if self.skipping_headers {
-                match find(buf, b"\r\n\r\n") {
+                match self.find_headers_end(buf) {
                     Some(end) => {
                         buf.advance(end + 4);
                         self.skipping_headers = false;
@@ -115,6 +116,7 @@ impl FrameDecoder {
                     None => {
                         // Keep what could be the start of a terminator split across reads.
                         buf.advance(buf.len().saturating_sub(3));
+                        self.scanned = buf.len();
                         return None;
                     }
                 }
@@ -130,10 +132,11 @@ impl FrameDecoder {
             // A header block longer than MAX_HEADERS is rejected once and skipped to its end,
             // whether it arrives at once or in pieces (it is known to be too long as soon as
             // MAX_HEADERS + 4 bytes hold no terminator).
-            let Some(end) = find(buf, b"\r\n\r\n") else {
+            let Some(end) = self.find_headers_end(buf) else {
                 if buf.len() > MAX_HEADERS + 3 {
                     self.skipping_headers = true;
                     buf.advance(buf.len() - 3);
+                    self.scanned = buf.len();
                     return Some(Frame::Rejected(HEADERS_TOO_LONG));
                 }
                 return None;
@@ -160,8 +163,23 @@ const MAX_HEADERS: usize = 8 * 1024;
 
 const HEADERS_TOO_LONG: &str = "Content-Length headers longer than 8 KiB";
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+impl FrameDecoder {
+    /// Where the header block at the front of `buf` ends (the offset of its `\r\n\r\n`),
+    /// searching only what was not searched before (less three bytes, for a terminator split
+    /// across reads).
+    fn find_headers_end(&mut self, buf: &[u8]) -> Option<usize> {
+        let from = self.scanned.saturating_sub(3).min(buf.len());
+        match buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(offset) => {
+                self.scanned = 0;
+                Some(from + offset)
+            }
+            None => {
+                self.scanned = buf.len();
+                None
+            }
+        }
+    }
 }
 
 /// The value of the `Content-Length` header in a header block.
