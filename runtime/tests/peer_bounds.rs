@@ -354,3 +354,13 @@ async fn a_huge_ttl_is_granted_as_the_maximum() {
     let default = task_call(&mut s, 2, "u", 60_000, json!(i64::MAX)).await;
     assert_eq!(default["result"]["task"]["ttl"], 3_600_000, "{default}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn what_is_queued_when_the_peer_hangs_up_is_written_even_with_no_grace() {
+    // Found by the peer_acp fuzzer: with a zero grace the writer was stopped before it ran once.
+    let mut s = serve(ACP, |b| b.shutdown_grace(Duration::ZERO));
+    s.wire.send_raw(b"{not json\n").await;
+    s.wire.hang_up().await;
+    let answer = s.wire.recv().await;
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+}

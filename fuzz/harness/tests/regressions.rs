@@ -32,6 +32,19 @@ fn last_line_of_max_len_plus_cr_at_eof_is_accepted_over_the_limit() {
     framing::lines(&framing::input(1, 0, b"x\r"));
 }
 
+/// runtime/src/peer/reader.rs, closing, found by `peer_acp`: with a zero shutdown grace the
+/// writer was stopped before it ran once, so an error the reader had already queued for a bad
+/// frame was never written when the peer hung up right after it.
+#[test]
+fn an_error_queued_before_the_peer_hangs_up_is_written_with_no_grace() {
+    let input = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../corpus/peer_acp/regression-eof-error-with-no-grace"),
+    )
+    .expect("the corpus file");
+    cancelkit_fuzz::peer::acp(&input);
+}
+
 /// The seeds themselves pass (a seed that fails would be a finding of its own).
 #[test]
 fn seeds_pass() {

@@ -104,6 +104,9 @@ async fn close(
         );
     }
     stop_writing.cancel();
+    // Let the writer run at least once before the deadline is checked: what is already queued
+    // goes out if the peer can take it without waiting, even with no grace at all.
+    tokio::task::yield_now().await;
     if tokio::time::timeout_at(deadline, &mut writer_task)
         .await
         .is_err()
