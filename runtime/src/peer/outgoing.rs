@@ -246,14 +246,6 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
     }
 }
 
-impl std::fmt::Debug for Unsent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Unsent")
-            .field("bytes", &self.message.len())
-            .finish()
-    }
-}
-
 impl<R> Drop for OutgoingRequest<R> {
     fn drop(&mut self) {
         match self.state {
