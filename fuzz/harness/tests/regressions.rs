@@ -45,6 +45,19 @@ fn an_error_queued_before_the_peer_hangs_up_is_written_with_no_grace() {
     cancelkit_fuzz::peer::acp(&input);
 }
 
+/// runtime/src/peer/wire.rs, found by `wire`: serde reads a struct from an array (its fields
+/// by position), so `["2.0",1,"m"]` passed for a request and an array carrying an id was
+/// answered with that id.
+#[test]
+fn an_array_is_not_read_as_a_message() {
+    let input = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../corpus/wire/regression-array-read-as-a-message"),
+    )
+    .expect("the corpus file");
+    cancelkit_fuzz::wire::check(&input);
+}
+
 /// The seeds themselves pass (a seed that fails would be a finding of its own).
 #[test]
 fn seeds_pass() {

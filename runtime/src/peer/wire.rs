@@ -65,16 +65,23 @@ fn parse_id(raw: &RawValue) -> Option<RequestId> {
 
 /// Classifies one frame. Never fails: every problem becomes `Invalid` or `Ignored`.
 pub(crate) fn parse(frame: &[u8]) -> Incoming<'_> {
+    // serde reads a struct from an array too (its fields by position), so `["2.0",1,"m"]` would
+    // pass for a request: a message must be an object, and an array is a batch.
+    if frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        let error = match serde_json::from_slice::<serde::de::IgnoredAny>(frame) {
+            Ok(_) => JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request")
+                .with_data("batches are not supported"),
+            Err(e) => {
+                JsonRpcError::new(ErrorCode::ParseError, "Parse error").with_data(e.to_string())
+            }
+        };
+        return Incoming::Invalid { id: None, error };
+    }
     let message: RawMessage<'_> = match serde_json::from_slice(frame) {
         Ok(message) => message,
         Err(e) => {
-            let starts_with_bracket =
-                frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
             let error = if e.is_syntax() || e.is_eof() {
                 JsonRpcError::new(ErrorCode::ParseError, "Parse error").with_data(e.to_string())
-            } else if starts_with_bracket {
-                JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request")
-                    .with_data("batches are not supported")
             } else {
                 JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request")
                     .with_data(e.to_string())
@@ -280,6 +287,10 @@ mod tests {
         );
         assert_eq!(kind("{not json"), "invalid null -32700");
         assert_eq!(kind("[1,2]"), "invalid null -32600");
+        // Found by the wire fuzzer: an array was read as a message, its items by position.
+        assert_eq!(kind(r#"["2.0",1,"m"]"#), "invalid null -32600");
+        assert_eq!(kind(r#" ["ssn","nrs","nsk-5",5]"#), "invalid null -32600");
+        assert_eq!(kind("[1,"), "invalid null -32700");
         assert_eq!(kind("42"), "invalid null -32600");
         assert_eq!(
             kind(r#"{"jsonrpc":"1.0","id":3,"method":"m"}"#),
