@@ -37,12 +37,7 @@ fn last_line_of_max_len_plus_cr_at_eof_is_accepted_over_the_limit() {
 /// frame was never written when the peer hung up right after it.
 #[test]
 fn an_error_queued_before_the_peer_hangs_up_is_written_with_no_grace() {
-    let input = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../corpus/peer_acp/regression-eof-error-with-no-grace"),
-    )
-    .expect("the corpus file");
-    cancelkit_fuzz::peer::acp(&input);
+    cancelkit_fuzz::peer::acp(&corpus_file("peer_acp/regression-eof-error-with-no-grace"));
 }
 
 /// runtime/src/peer/wire.rs, found by `wire`: serde reads a struct from an array (its fields
@@ -50,12 +45,15 @@ fn an_error_queued_before_the_peer_hangs_up_is_written_with_no_grace() {
 /// answered with that id.
 #[test]
 fn an_array_is_not_read_as_a_message() {
-    let input = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../corpus/wire/regression-array-read-as-a-message"),
-    )
-    .expect("the corpus file");
-    cancelkit_fuzz::wire::check(&input);
+    cancelkit_fuzz::wire::check(&corpus_file("wire/regression-array-read-as-a-message"));
+}
+
+/// A file of the committed corpus, `fuzz/corpus/<path>`.
+fn corpus_file(path: &str) -> Vec<u8> {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../corpus")
+        .join(path);
+    std::fs::read(&full).unwrap_or_else(|e| panic!("cannot read {}: {e}", full.display()))
 }
 
 /// The seeds themselves pass (a seed that fails would be a finding of its own).

@@ -236,6 +236,8 @@ impl PeerBuilder {
             self.max_notification_bytes,
         );
         let notification_budget = limits.notification_bytes.clone();
+        // Bounded by `max_notification_bytes`: room is taken in that budget before anything is
+        // queued, and given back when its handler has run.
         let (notifications_tx, notifications_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::new(
             rules,

@@ -46,6 +46,7 @@ impl Outbox {
     /// An outbox holding at most `max_bytes` (plus a small overhead per message), and the
     /// receiving end for [`write_loop`].
     pub(crate) fn new(max_bytes: usize) -> (Self, mpsc::UnboundedReceiver<Queued>) {
+        // Bounded by `budget` (see the `tx` field).
         let (tx, rx) = mpsc::unbounded_channel();
         let budget = Budget::new(max_bytes);
         (Self { tx, budget }, rx)
