@@ -155,7 +155,11 @@ fn cancelkit_pair(
 ) -> (Peer, Peer) {
     let (a, b) = tokio::io::duplex(1 << 20);
     let (read, write) = tokio::io::split(a);
-    let mut server = Peer::builder(protocol).router(cancelkit_router(method, signals));
+    // The loaded rows keep 10,000 requests in flight, beyond the default bound of 4,096 (which
+    // would refuse the rest with -32050); rmcp and the ACP SDK have no such bound.
+    let mut server = Peer::builder(protocol)
+        .router(cancelkit_router(method, signals))
+        .max_in_flight(2 * IN_FLIGHT);
     if let Some(limit) = limit {
         server = server.max_concurrency(limit);
     }

@@ -250,8 +250,9 @@ impl Request {
             && let Some(tasks) = shared.rules.tasks.clone()
             && let Some(ttl) = tasks::requested(params.as_deref())
         {
-            self.run_as_task(tasks, ttl, handler, params, cx, &mut admitted)
-                .await;
+            // Boxed: only task-augmented requests pay for its future (the task of every
+            // request would otherwise be sized for it: 1,840 bytes instead of 736).
+            Box::pin(self.run_as_task(tasks, ttl, handler, params, cx, &mut admitted)).await;
             return;
         }
         let token = scope.token().clone();
