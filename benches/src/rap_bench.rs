@@ -117,13 +117,17 @@ mod unix {
         tool_server_load();
     }
 
-    fn fan_out() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+    /// The runtime both RAP benchmarks run on: two worker threads, one per core.
+    fn two_workers() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async {
+            .expect("a tokio runtime")
+    }
+
+    fn fan_out() {
+        two_workers().block_on(async {
         let connections = Arc::new(AtomicUsize::new(0));
         let mut live = Vec::new();
         let mut servers = Vec::new();
@@ -206,12 +210,7 @@ mod unix {
     const GUESS_FOR: Duration = Duration::from_secs(10);
 
     fn tool_server_load() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async {
+        two_workers().block_on(async {
         let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
         let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
 
