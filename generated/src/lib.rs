@@ -10,6 +10,7 @@
 //! | [`acp`] | `schema/acp.json` | `$/cancel_request`, the draft `$/cancelRequest`, capabilities, `session/cancel` |
 //! | [`mcp::v2024_11_05`] | `schema/mcp-2024-11-05.json` | `notifications/cancelled` (id required) |
 //! | [`mcp::v2025_11_25`] | `schema/mcp-2025-11-25.json` | `notifications/cancelled`, `tasks/cancel`, tasks |
+//! | [`mcp::v2026_07_28`] | `schema/mcp-2026-07-28.json` | `notifications/cancelled` (client only), request `_meta`, `server/discover`, -32022, tasks extension |
 //! | [`rap`] | `schema/rap.json` | RAP tool invocation, result and cancellation bodies |
 //! | [`gateway`] | `schema/gateway.json` | the MCP gateway's cancellation API bodies |
 //!
@@ -46,4 +47,6 @@ pub mod mcp {
     pub mod v2024_11_05;
     #[rustfmt::skip]
     pub mod v2025_11_25;
+    #[rustfmt::skip]
+    pub mod v2026_07_28;
 }

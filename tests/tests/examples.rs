@@ -58,6 +58,12 @@ bindings! {
         CancelTaskRequestParams, CancelTaskRequest, CancelTaskResult, CancelTaskResponse,
         EmptyCapability, TasksCapability, ServerCapabilities, ClientCapabilities,
     ],
+    "mcp-2026-07-28" => mcp::v2026_07_28 [
+        CancelledNotificationParams, CancelledNotification, RequestMeta, ClientCapabilities,
+        ServerCapabilities, DiscoverResult, UnsupportedProtocolVersionData, TaskStatus, Task,
+        CreateTaskResult, GetTaskResult, CancelTaskRequestParams, CancelTaskRequest,
+        CancelTaskResult, CancelTaskResponse,
+    ],
     "rap" => rap [ToolInvocation, ToolResult, ToolCancellation],
     "gateway" => gateway [CancelRunRequest, CancelStatus, CancelRunResponse, RunStatus, NotFound],
 }
