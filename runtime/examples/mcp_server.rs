@@ -2,8 +2,15 @@
 //! cancellation: a `notifications/cancelled` for a running `sleep` stops it at once, sends no
 //! response (as MCP wants), and is logged to stderr with the request id and the reason.
 //!
-//! Speaks both MCP revisions: it answers `initialize` with the client's revision when it is
-//! 2024-11-05 or 2025-11-25 (task-augmented `tools/call` and `tasks/cancel` work with the latter).
+//! Speaks three MCP revisions, chosen per connection by the client's first message:
+//! `initialize` for 2024-11-05 or 2025-11-25 (task-augmented `tools/call` and `tasks/cancel` work
+//! with the latter), and `server/discover` or any request stamped with 2026-07-28 `_meta` for
+//! 2026-07-28 (no handshake; `sleep` runs as a task of the `io.modelcontextprotocol/tasks`
+//! extension for clients that declare it).
+//!
+//! A third tool, `ask_client {timeout_ms}` (legacy eras: 2026-07-28 servers send no requests),
+//! asks the client for a `sampling/createMessage` and gives up after `timeout_ms`: the runtime
+//! then sends the client `notifications/cancelled` for it.
 //!
 //! ```text
 //! cargo run -p cancelkit --example mcp_server
@@ -33,8 +40,21 @@ async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcEr
     Ok(json!({
         "protocolVersion": version,
         "capabilities": {"tools": {}},
-        "serverInfo": {"name": "cancelkit-example-mcp-server", "version": env!("CARGO_PKG_VERSION")}
+        "serverInfo": server_info()
     }))
+}
+
+/// `server/discover` (2026-07-28): the runtime adds `supportedVersions`, the cache fields, the
+/// tasks extension and `resultType`.
+async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
+    Ok(json!({
+        "capabilities": {"tools": {}},
+        "_meta": {"io.modelcontextprotocol/serverInfo": server_info()}
+    }))
+}
+
+fn server_info() -> Value {
+    json!({"name": "cancelkit-example-mcp-server", "version": env!("CARGO_PKG_VERSION")})
 }
 
 async fn list_tools(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
@@ -49,6 +69,11 @@ async fn list_tools(_params: Value, _cx: Context) -> Result<Value, JsonRpcError>
             "description": "Sleeps for the given number of seconds; cancellable.",
             "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
             "execution": {"taskSupport": "optional"}
+        },
+        {
+            "name": "ask_client",
+            "description": "Asks the client to sample a message and gives up after timeout_ms.",
+            "inputSchema": {"type": "object", "properties": {"timeout_ms": {"type": "integer"}}, "required": ["timeout_ms"]}
         }
     ]}))
 }
@@ -78,6 +103,12 @@ async fn call_tool(params: CallTool, cx: Context) -> Result<Value, JsonRpcError>
                 "sleep needs `seconds` between 0 and 3600",
             )),
         },
+        "ask_client" => match params.arguments["timeout_ms"].as_u64() {
+            Some(ms) if ms <= 3_600_000 => ask_client(Duration::from_millis(ms), cx).await,
+            _ => Err(JsonRpcError::invalid_params(
+                "ask_client needs `timeout_ms` up to 3600000",
+            )),
+        },
         other => Err(JsonRpcError::invalid_params(format!(
             "no tool named `{other}`"
         ))),
@@ -102,6 +133,31 @@ impl Drop for StopLog {
     }
 }
 
+/// Asks the client for a sampling; on timeout the runtime cancels the request at the client
+/// (`notifications/cancelled`) and the tool says so.
+#[cancellable]
+async fn ask_client(timeout: Duration, cx: Context) -> Result<Value, JsonRpcError> {
+    let params = json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello."}}],
+        "maxTokens": 16
+    });
+    let asked = cx
+        .peer()
+        .request::<_, Value>("sampling/createMessage", params)
+        .timeout(timeout);
+    match asked.await {
+        Ok(answer) => Ok(text(format!("the client answered: {answer}"))),
+        Err(cancelkit::peer::RequestError::Timeout(after)) => {
+            tracing::info!(
+                ?after,
+                "gave up on sampling/createMessage; the client was told"
+            );
+            Ok(text(format!("gave up after {after:?}")))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 #[cancellable]
 async fn sleep(duration: Duration, cx: Context) -> Result<Value, JsonRpcError> {
     let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
@@ -120,6 +176,7 @@ async fn main() {
     log::init();
     let router = Router::new()
         .request("initialize", initialize)
+        .request("server/discover", discover)
         .request("ping", |_: Value, _cx: Context| async {
             Ok::<_, JsonRpcError>(json!({}))
         })
@@ -129,7 +186,8 @@ async fn main() {
             "notifications/initialized",
             |_: Value, _cx: Context| async {},
         );
-    let peer = Peer::builder(Protocol::Mcp(McpRevision::V2025_11_25))
+    let peer = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
+        .task_tools(["sleep"])
         .router(router)
         .connect(tokio::io::stdin(), tokio::io::stdout());
     tracing::info!("mcp_server ready on stdio");

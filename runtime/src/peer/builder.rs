@@ -13,7 +13,7 @@ use super::dispatch::{self, Limits};
 use super::framing::{FrameDecoder, Framing};
 use super::handle::{PeerHandle, Shared};
 use super::policy::tasks::TaskLimits;
-use super::policy::{Protocol, Rules};
+use super::policy::{McpOptions, Protocol, Rules};
 use super::reader::read_loop;
 use super::router::Router;
 use super::writer::{Outbox, write_loop};
@@ -80,6 +80,7 @@ pub struct PeerBuilder {
     emit_draft_cancel: bool,
     shutdown_grace: Duration,
     tasks: TaskLimits,
+    mcp: McpOptions,
 }
 
 impl PeerBuilder {
@@ -102,6 +103,7 @@ impl PeerBuilder {
                 max_tasks: DEFAULT_MAX_TASKS,
                 max_ttl: DEFAULT_MAX_TASK_TTL,
             },
+            mcp: McpOptions::default(),
         }
     }
 
@@ -214,6 +216,35 @@ impl PeerBuilder {
         self
     }
 
+    /// MCP 2026-07-28 client: the capabilities stamped on every request's `_meta` (default
+    /// `{}`: none). Declare the tasks extension with
+    /// `{"extensions": {"io.modelcontextprotocol/tasks": {}}}`.
+    pub fn client_capabilities(mut self, capabilities: serde_json::Value) -> Self {
+        self.mcp.client.capabilities = capabilities;
+        self
+    }
+
+    /// MCP 2026-07-28 client: the `clientInfo` (`{"name", "version"}`) stamped on every
+    /// request's `_meta`, which the specification asks clients to send.
+    pub fn client_info(mut self, info: serde_json::Value) -> Self {
+        self.mcp.client.info = Some(info);
+        self
+    }
+
+    /// MCP 2026-07-28 server (tasks extension): `tools/call` of these tools runs as a task —
+    /// answered at once with `resultType: "task"`, observed with `tasks/get`, stopped with
+    /// `tasks/cancel` — for a client that declares `io.modelcontextprotocol/tasks` in the
+    /// request's capabilities; `server/discover` then declares the extension. Other clients,
+    /// and other tools, get the result as usual.
+    pub fn task_tools<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.mcp.task_tools = tools.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Starts serving the connection: spawns its reader and writer tasks on the current tokio
     /// runtime.
     pub fn connect<Rd, Wr>(self, reader: Rd, writer: Wr) -> Peer
@@ -226,6 +257,7 @@ impl PeerBuilder {
             self.answer_cancelled,
             self.emit_draft_cancel,
             self.tasks,
+            self.mcp,
         );
         let (outbox, out_rx) = Outbox::new(self.max_output_bytes);
         let output_budget = outbox.budget();

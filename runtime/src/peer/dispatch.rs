@@ -206,6 +206,9 @@ pub(crate) async fn request(
             return;
         }
     };
+    if kind == Kind::Listen {
+        shared.rules.track_listen(&id, true);
+    }
     let request = Request {
         peer: peer.clone(),
         id,
@@ -246,13 +249,22 @@ impl Request {
             peer: self.peer.clone(),
             id: Some(self.id.clone()),
         };
+        let admission = match shared.rules.admit(params.as_deref()) {
+            Ok(admission) => admission,
+            Err(refused) => {
+                self.finish(Err(refused)).await;
+                return;
+            }
+        };
         if self.kind == Kind::TaskAugmentable
             && let Some(tasks) = shared.rules.tasks.clone()
-            && let Some(ttl) = tasks::requested(params.as_deref())
+            && let Some((ttl, extension)) =
+                task_requested(&shared.rules, admission, params.as_deref())
         {
             // Boxed: only task-augmented requests pay for its future (the task of every
             // request would otherwise be sized for it: 1,840 bytes instead of 736).
-            Box::pin(self.run_as_task(tasks, ttl, handler, params, cx, &mut admitted)).await;
+            Box::pin(self.run_as_task(tasks, (ttl, extension), handler, params, cx, &mut admitted))
+                .await;
             return;
         }
         let token = scope.token().clone();
@@ -273,7 +285,7 @@ impl Request {
     async fn run_as_task(
         self,
         tasks: Arc<Tasks>,
-        ttl: Option<u64>,
+        (ttl, extension): (Option<u64>, bool),
         handler: Handler,
         params: Option<Box<RawValue>>,
         cx: Context,
@@ -286,7 +298,7 @@ impl Request {
             return;
         }
         let (scope, canceller) = shared.connection.child().with_canceller();
-        let created = match tasks.create(ttl, canceller) {
+        let created = match tasks.create(ttl, canceller, extension) {
             Ok(created) => created,
             Err(refused) => {
                 self.finish(Err(refused)).await;
@@ -312,12 +324,48 @@ impl Request {
     /// is owed nothing (MCP).
     async fn finish(self, reply: Reply) {
         let shared = &self.peer.shared;
+        if self.kind == Kind::Listen {
+            shared.rules.track_listen(&self.id, false);
+        }
         let Some(finished) = shared.registry.finish(&self.id, self.generation) else {
             tracing::info!(request_id = %self.id, "no response for a request the peer cancelled");
             return;
         };
+        if self.kind == Kind::Listen
+            && let Err(error) = &reply
+            && error.is_cancelled()
+            && shared.rules.is_2026()
+        {
+            // MCP 2026-07-28: a server ends a subscription stream it stops with
+            // `notifications/cancelled` naming the `subscriptions/listen` request.
+            // The cause stays in our log; what leaves the process is a fixed text.
+            let reason = "the server ended the subscription";
+            tracing::info!(request_id = %self.id, cause = ?error.data, "ended a subscriptions/listen stream");
+            let params = serde_json::json!({ "requestId": self.id, "reason": reason });
+            let message = wire::notification(
+                cancelkit_protocol::mcp::v2026_07_28::CancelledNotificationParams::METHOD,
+                wire::params(&params).as_deref(),
+            );
+            shared.outbox.send(message).await;
+            return;
+        }
         let reply = shared.rules.edit_reply(self.kind, finished, reply);
         send_reply(&self.peer, &self.id, &reply).await;
+    }
+}
+
+/// Whether a `tools/call` runs as a task, and in which form: `Some((requested ttl, extension))`.
+fn task_requested(
+    rules: &super::policy::Rules,
+    admission: super::policy::Admission,
+    params: Option<&RawValue>,
+) -> Option<(Option<u64>, bool)> {
+    if rules.runs_as_extension_task(admission, params) {
+        Some((None, true))
+    } else if rules.legacy_tasks() {
+        tasks::requested(params).map(|ttl| (ttl, false))
+    } else {
+        None
     }
 }
 
@@ -432,6 +480,15 @@ pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option
 
 fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
     let shared = &peer.shared;
+    if shared.rules.is_2026_client() {
+        // MCP 2026-07-28: a server cancels nothing of ours but a subscription stream it ends.
+        if shared.end_listen(&cancel.id, cancel.reason.clone()) {
+            tracing::info!(request_id = %cancel.id, "the server ended a subscriptions/listen stream");
+        } else {
+            tracing::warn!(request_id = %cancel.id, "ignored a notifications/cancelled from an MCP 2026-07-28 server that names no subscriptions/listen stream of ours");
+        }
+        return;
+    }
     let reason = CancelReason::Peer(cancel.reason.clone());
     match shared
         .registry

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{Limits, QueuedNotification};
 use super::outgoing::{OutgoingRequest, RequestError};
-use super::policy::{INITIALIZE, Rules};
+use super::policy::Rules;
 use super::registry::Registry;
 use super::router::{Reply, Router};
 use super::wire;
@@ -94,6 +94,25 @@ impl Shared {
         }
     }
 
+    /// MCP 2026-07-28 client: the server ended our `subscriptions/listen` request `id` with
+    /// `notifications/cancelled`; its future completes with -32800. Whether it named one.
+    pub(crate) fn end_listen(&self, id: &RequestId, reason: Option<String>) -> bool {
+        let mut pending = lock(&self.pending);
+        if pending
+            .get(id)
+            .is_none_or(|p| &*p.method != super::policy::era::LISTEN)
+        {
+            return false;
+        }
+        let Some(ended) = pending.remove(id) else {
+            return false;
+        };
+        drop(pending);
+        let error = crate::Cancelled::new(crate::CancelReason::Peer(reason));
+        let _ = ended.tx.send(Err(error.into()));
+        true
+    }
+
     /// Fails every request still waiting for an answer ([`RequestError::Closed`]).
     pub(crate) fn fail_pending(&self) {
         let pending: Vec<Pending> = lock(&self.pending).drain().map(|(_, p)| p).collect();
@@ -140,7 +159,11 @@ impl PeerHandle {
         let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
         let name: Arc<str> = Arc::from(method);
         let shared_arc = Arc::clone(shared);
-        let params = if method == INITIALIZE {
+        if let Some(why) = shared.rules.refuse_request(method) {
+            tracing::warn!(method, "{why}");
+            return OutgoingRequest::failed(shared_arc, id, name, RequestError::NotAllowed(why));
+        }
+        let params = if shared.rules.edits_outgoing(method) {
             serde_json::to_value(params).map(|mut params| {
                 shared.rules.outgoing_params(method, &mut params);
                 wire::params(&params)
@@ -178,6 +201,10 @@ impl PeerHandle {
     /// Fails only if the connection is closed.
     pub async fn notify<P: Serialize>(&self, method: &str, params: P) -> Result<(), RequestError> {
         let params = serde_json::to_value(params).map_err(RequestError::Encode)?;
+        if let Some(why) = self.shared.rules.refuse_notification(method, &params) {
+            tracing::warn!(method, "{why}");
+            return Err(RequestError::NotAllowed(why));
+        }
         let message = wire::notification(method, wire::params(&params).as_deref());
         if !self.shared.closed() && self.shared.outbox.send(message).await {
             Ok(())

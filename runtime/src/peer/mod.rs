@@ -50,6 +50,7 @@ mod builder;
 mod dispatch;
 pub(crate) mod framing;
 mod handle;
+mod negotiate;
 mod outgoing;
 mod policy;
 mod reader;
@@ -67,6 +68,7 @@ pub use builder::{
 };
 pub use framing::Framing;
 pub use handle::PeerHandle;
+pub use negotiate::{DEFAULT_DISCOVER_TIMEOUT, Negotiated};
 pub use outgoing::{OutgoingRequest, RequestError};
 pub use policy::tasks::DEFAULT_TASK_TTL;
 pub use policy::{McpRevision, Protocol};

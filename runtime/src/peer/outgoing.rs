@@ -40,6 +40,10 @@ pub enum RequestError {
     /// The answer did not deserialize into the expected type.
     #[error("cannot deserialize the result: {0}")]
     Decode(serde_json::Error),
+    /// The protocol forbids sending this (an MCP 2026-07-28 server issues no requests and
+    /// cancels nothing but its own `subscriptions/listen` streams); nothing was sent.
+    #[error("not sent: {0}")]
+    NotAllowed(String),
 }
 
 impl From<RequestError> for JsonRpcError {

@@ -7,10 +7,12 @@
 //! no protocol branches of their own.
 
 mod acp;
+pub(crate) mod era;
 pub(crate) mod tasks;
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use cancelkit_protocol::jsonrpc::RequestId;
 use cancelkit_protocol::{acp as acp_types, mcp};
@@ -25,13 +27,26 @@ use super::wire;
 /// `initialize`: never cancelled, in either direction.
 pub(crate) const INITIALIZE: &str = "initialize";
 
-/// An MCP protocol revision.
+/// An MCP protocol revision, or [`Negotiated`](McpRevision::Negotiated): whichever the other
+/// side speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum McpRevision {
     /// 2024-11-05: `notifications/cancelled` with a required `requestId`.
     V2024_11_05,
     /// 2025-11-25: `requestId` optional in the schema (required for ordinary requests), tasks.
     V2025_11_25,
+    /// 2026-07-28: no handshake (no `initialize`, no `ping`; servers answer `server/discover`
+    /// and every request carries its version and the client's capabilities in `_meta`, which a
+    /// client peer stamps and a server peer checks, answering -32022 for a version it does not
+    /// speak). Only the client cancels; a server sends `notifications/cancelled` only to end a
+    /// `subscriptions/listen` stream, and issues no requests: both are refused with a clear
+    /// error rather than sent. Tasks are the `io.modelcontextprotocol/tasks` extension.
+    V2026_07_28,
+    /// A server that speaks all three, choosing per connection from the first message:
+    /// `initialize` (2024-11-05 or 2025-11-25, as it names) or `server/discover` / a request
+    /// stamped with 2026-07-28 `_meta`. A client that asks the server with
+    /// [`PeerHandle::discover_or_initialize`](super::PeerHandle::discover_or_initialize).
+    Negotiated,
 }
 
 /// The protocol a [`Peer`](super::Peer) speaks, which decides its cancellation rules.
@@ -150,8 +165,30 @@ pub(crate) enum Kind {
     Initialize,
     /// ACP `session/prompt`: a turn that `session/cancel` ends with `stopReason: "cancelled"`.
     Prompt,
-    /// MCP 2025-11-25 `tools/call`, which may ask for task-augmented execution.
+    /// MCP `tools/call`, which may run as a task (2025-11-25: asked for with `params.task`;
+    /// 2026-07-28: a tool the server runs as a task, for a client declaring the extension).
     TaskAugmentable,
+    /// MCP 2026-07-28 `server/discover`: its result is completed by the runtime.
+    Discover,
+    /// MCP 2026-07-28 `subscriptions/listen`: a server ends it with `notifications/cancelled`.
+    Listen,
+}
+
+/// What a request's task learns before its handler runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Admission {
+    /// MCP 2026-07-28: the client declared the tasks extension for this request.
+    pub(crate) declares_tasks: bool,
+}
+
+/// The MCP-specific options of a connection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct McpOptions {
+    /// What a 2026-07-28 client stamps on its requests.
+    pub(crate) client: era::ClientMeta,
+    /// 2026-07-28: the tools whose `tools/call` runs as a task for clients declaring the tasks
+    /// extension.
+    pub(crate) task_tools: HashSet<String>,
 }
 
 /// The rules of one connection, with the little state they keep.
@@ -164,8 +201,14 @@ pub(crate) struct Rules {
     emit_draft_cancel: bool,
     /// ACP: the peer declared `cancellation: {request: true}`.
     peer_accepts_draft: AtomicBool,
-    /// MCP 2025-11-25: task-augmented requests and `tasks/*`.
+    /// MCP 2025-11-25 task-augmented requests, the 2026-07-28 tasks extension, and `tasks/*`.
     pub(crate) tasks: Option<Arc<tasks::Tasks>>,
+    /// MCP: the era in force and which side we are.
+    pub(crate) era: Option<era::Era>,
+    pub(crate) mcp: McpOptions,
+    /// MCP 2026-07-28: the `subscriptions/listen` requests in flight, the only ones a server
+    /// may end with `notifications/cancelled`. Bounded by the requests in flight.
+    listens: Mutex<HashSet<cancelkit_protocol::jsonrpc::RequestId>>,
 }
 
 impl Rules {
@@ -174,14 +217,84 @@ impl Rules {
         answer_cancelled: Option<bool>,
         emit_draft_cancel: bool,
         task_limits: tasks::TaskLimits,
+        mcp: McpOptions,
     ) -> Self {
+        let revision = match protocol {
+            Protocol::Mcp(revision) => Some(revision),
+            _ => None,
+        };
         Self {
             protocol,
             answer_cancelled: answer_cancelled.unwrap_or(protocol.answers_cancelled()),
             emit_draft_cancel,
             peer_accepts_draft: AtomicBool::new(false),
-            tasks: (protocol == Protocol::Mcp(McpRevision::V2025_11_25))
-                .then(|| Arc::new(tasks::Tasks::new(task_limits))),
+            tasks: revision
+                .filter(|r| *r != McpRevision::V2024_11_05)
+                .map(|_| Arc::new(tasks::Tasks::new(task_limits))),
+            era: revision.map(era::Era::new),
+            mcp,
+            listens: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The MCP era in force, if this is MCP and it is decided.
+    pub(crate) fn mcp_revision(&self) -> Option<McpRevision> {
+        self.era.as_ref()?.current()
+    }
+
+    /// Whether this connection speaks MCP 2026-07-28.
+    pub(crate) fn is_2026(&self) -> bool {
+        self.era.as_ref().is_some_and(era::Era::is_2026)
+    }
+
+    /// Whether we are the server of a 2026-07-28 connection, which issues no requests.
+    fn is_2026_server(&self) -> bool {
+        self.era
+            .as_ref()
+            .is_some_and(|era| era.is_2026() && era.role() == era::Role::Server)
+    }
+
+    /// Whether we are the client of a 2026-07-28 connection.
+    pub(crate) fn is_2026_client(&self) -> bool {
+        self.era
+            .as_ref()
+            .is_some_and(|era| era.is_2026() && era.role() == era::Role::Client)
+    }
+
+    /// Why we may not send a request now, if we may not: a 2026-07-28 server issues none.
+    pub(crate) fn refuse_request(&self, method: &str) -> Option<String> {
+        if let Some(era) = &self.era {
+            era.learn_role(false);
+        }
+        self.is_2026_server().then(|| {
+            format!("an MCP 2026-07-28 server issues no requests; `{method}` was not sent")
+        })
+    }
+
+    /// Why we may not send this notification, if we may not: a 2026-07-28 server sends
+    /// `notifications/cancelled` only to end a `subscriptions/listen` request in flight.
+    pub(crate) fn refuse_notification(
+        &self,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Option<String> {
+        if method != mcp::v2026_07_28::CancelledNotificationParams::METHOD || !self.is_2026_server()
+        {
+            return None;
+        }
+        let id = params
+            .get("requestId")
+            .and_then(|id| serde_json::from_value(id.clone()).ok());
+        match id {
+            Some(id) if crate::sync::lock(&self.listens).contains(&id) => None,
+            _ => Some(format!(
+                "an MCP 2026-07-28 server sends notifications/cancelled only to end a subscriptions/listen stream in flight, and {} names none; not sent",
+                params
+                    .get("requestId")
+                    .map_or("the notification".to_owned(), |id| format!(
+                        "requestId {id}"
+                    ))
+            )),
         }
     }
 
@@ -191,25 +304,99 @@ impl Rules {
             (_, INITIALIZE) => Kind::Initialize,
             (Protocol::Acp, acp_types::PromptResult::METHOD) => Kind::Prompt,
             (Protocol::Mcp(_), tasks::AUGMENTABLE) if self.tasks.is_some() => Kind::TaskAugmentable,
+            (Protocol::Mcp(_), era::DISCOVER) => Kind::Discover,
+            (Protocol::Mcp(_), era::LISTEN) if self.is_2026() => Kind::Listen,
             _ => Kind::Plain,
         }
     }
 
-    /// Answers the requests that are served on the reader, in order with the cancels around
+    /// On the reader, first for every inbound request: learns the MCP era and our side, and
+    /// answers the requests that are served on the reader, in order with the cancels around
     /// them: MCP `tasks/get` and `tasks/cancel` (quick, and `tasks/cancel` must take effect
     /// before anything read after it).
     pub(crate) fn answer_now(&self, method: &str, params: Option<&RawValue>) -> Option<Reply> {
+        if let Some(era) = &self.era {
+            era.learn_role(true);
+            era.detect(method, params);
+        }
+        if let Some(era) = &self.era {
+            let undecided_or_2026 = matches!(era.current(), None | Some(McpRevision::V2026_07_28));
+            let no_handshake = matches!(method, INITIALIZE | era::PING) && era.is_2026();
+            if (no_handshake || (method == era::DISCOVER && undecided_or_2026))
+                && let Err(refused) = era.check_request(method, params)
+            {
+                return Some(Err(refused));
+            }
+        }
         let tasks = self.tasks.as_ref()?;
+        let extension = self.is_2026();
+        if extension && matches!(method, tasks::GET | tasks::CANCEL) {
+            // The tasks extension's requests carry `_meta` like every other.
+            if let Err(refused) = self.era.as_ref()?.check_request(method, params) {
+                return Some(Err(refused));
+            }
+        }
         match method {
-            tasks::GET => Some(tasks.get(params)),
-            tasks::CANCEL => Some(tasks.cancel(params)),
+            tasks::GET => Some(tasks.get(params, extension)),
+            tasks::CANCEL => Some(tasks.cancel(params, extension)),
             _ => None,
+        }
+    }
+
+    /// In the request's task, before its handler: MCP 2026-07-28 requests must carry their
+    /// `_meta` in a version we speak (the methods that do not exist in that era are refused on
+    /// the reader, by [`answer_now`](Self::answer_now)).
+    pub(crate) fn admit(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Admission, crate::JsonRpcError> {
+        match &self.era {
+            Some(era) if era.is_2026() => Ok(Admission {
+                declares_tasks: era.check_meta(params)?,
+            }),
+            _ => Ok(Admission::default()),
+        }
+    }
+
+    /// MCP 2026-07-28: whether a `tools/call` (with these params) runs as a task.
+    pub(crate) fn runs_as_extension_task(
+        &self,
+        admission: Admission,
+        params: Option<&RawValue>,
+    ) -> bool {
+        #[derive(Deserialize)]
+        struct Call<'a> {
+            #[serde(borrow)]
+            name: &'a str,
+        }
+        admission.declares_tasks
+            && self.is_2026()
+            && !self.mcp.task_tools.is_empty()
+            && params
+                .and_then(|p| serde_json::from_str::<Call>(p.get()).ok())
+                .is_some_and(|call| self.mcp.task_tools.contains(call.name))
+    }
+
+    /// MCP 2025-11-25 task-augmented requests: possible on this connection now.
+    pub(crate) fn legacy_tasks(&self) -> bool {
+        self.era.as_ref().is_some_and(era::Era::may_be_2025)
+    }
+
+    /// MCP 2026-07-28: a `subscriptions/listen` request started (`true`) or ended.
+    pub(crate) fn track_listen(&self, id: &cancelkit_protocol::jsonrpc::RequestId, open: bool) {
+        let mut listens = crate::sync::lock(&self.listens);
+        if open {
+            listens.insert(id.clone());
+        } else {
+            listens.remove(id);
         }
     }
 
     /// The tasks that serve `tasks/result`, if `method` is that and this connection has tasks.
     pub(crate) fn task_result(&self, method: &str) -> Option<&Arc<tasks::Tasks>> {
-        self.tasks.as_ref().filter(|_| method == tasks::RESULT)
+        self.tasks
+            .as_ref()
+            .filter(|_| method == tasks::RESULT && !self.is_2026())
     }
 
     /// ACP: the session a `session/prompt` runs a turn of, so `session/cancel` can find it.
@@ -261,18 +448,41 @@ impl Rules {
                     acp::declare_draft_cancellation(value, acp::AGENT_CAPABILITIES)
                 }))
             }
-            (Kind::Initialize, Ok(result)) if self.tasks.is_some() => {
+            (Kind::Initialize, Ok(result))
+                if self.tasks.is_some()
+                    && self.mcp_revision() == Some(McpRevision::V2025_11_25) =>
+            {
                 Ok(edit_json(result, tasks::declare_task_cancellation))
+            }
+            (kind, Ok(result)) if self.is_2026() => {
+                let result = if kind == Kind::Discover {
+                    let era = self.era.as_ref().expect("MCP");
+                    let tasks = !self.mcp.task_tools.is_empty();
+                    edit_json(result, |value| {
+                        era::edit_discover(value, era.supported(), tasks)
+                    })
+                } else {
+                    result
+                };
+                Ok(era::complete_result(result))
             }
             (_, reply) => reply,
         }
     }
 
+    /// Whether the params of our `method` request are edited before sending.
+    pub(crate) fn edits_outgoing(&self, method: &str) -> bool {
+        method == INITIALIZE || self.is_2026()
+    }
+
     /// Edits the params of one of our requests: ACP `initialize` declares the draft
-    /// cancellation capability.
+    /// cancellation capability; an MCP 2026-07-28 client stamps its `_meta`.
     pub(crate) fn outgoing_params(&self, method: &str, params: &mut serde_json::Value) {
         if self.protocol == Protocol::Acp && method == INITIALIZE {
             acp::declare_draft_cancellation(params, acp::CLIENT_CAPABILITIES);
+        }
+        if self.is_2026() {
+            self.mcp.client.stamp(params);
         }
     }
 
@@ -302,6 +512,12 @@ impl Rules {
         reason: &str,
     ) -> Option<Vec<u8>> {
         if method == INITIALIZE {
+            return None;
+        }
+        if self.is_2026_server() {
+            // Never reached through the public API (such a server sends no requests), kept as
+            // the last guard of the rule.
+            tracing::warn!(request_id = %id, method, "an MCP 2026-07-28 server does not cancel; nothing sent");
             return None;
         }
         let draft = self.emit_draft_cancel && self.peer_accepts_draft();

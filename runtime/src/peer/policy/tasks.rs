@@ -1,6 +1,11 @@
-//! MCP 2025-11-25 tasks: a task-augmented `tools/call` is answered at once with a task, runs on,
-//! and is observed with `tasks/get`, collected with `tasks/result` and stopped with
-//! `tasks/cancel`.
+//! MCP tasks: a task-augmented `tools/call` is answered at once with a task, runs on, and is
+//! observed with `tasks/get`, collected with `tasks/result` and stopped with `tasks/cancel`.
+//!
+//! The same tasks serve both forms: 2025-11-25 (the client asks with `params.task`; `tasks/cancel`
+//! answers with the cancelled task, -32602 for a terminal one) and the 2026-07-28 extension
+//! `io.modelcontextprotocol/tasks` (`resultType: "task"`, `ttlMs`; `tasks/get` carries the
+//! outcome inline; `tasks/cancel` is an empty acknowledgement, also for a terminal task, since
+//! cancellation there is cooperative and eventually consistent).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -133,6 +138,7 @@ impl Tasks {
         &self,
         ttl: Option<u64>,
         canceller: Canceller,
+        extension: bool,
     ) -> Result<Created, JsonRpcError> {
         let mut entries = lock(&self.entries);
         if entries.len() >= self.limits.max_tasks {
@@ -158,7 +164,11 @@ impl Tasks {
             ttl: Some(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)),
             poll_interval: Some(POLL_INTERVAL_MS),
         };
-        let reply = to_raw(&serde_json::json!({ "task": task }));
+        let reply = if extension {
+            to_raw(&extension_task(&task, "task"))
+        } else {
+            to_raw(&serde_json::json!({ "task": task }))
+        };
         let (done, _) = watch::channel(false);
         entries.insert(
             id.clone(),
@@ -242,20 +252,39 @@ impl Tasks {
         entry.done.send_replace(true);
     }
 
-    /// `tasks/get`.
-    pub(crate) fn get(&self, params: Option<&RawValue>) -> Reply {
+    /// `tasks/get`; in the extension, with the outcome of a terminal task inline.
+    pub(crate) fn get(&self, params: Option<&RawValue>, extension: bool) -> Reply {
         let id = task_id(params)?;
         let entries = lock(&self.entries);
         let entry = entries.get(&id).ok_or_else(|| unknown(&id))?;
-        to_raw(&entry.task)
+        if !extension {
+            return to_raw(&entry.task);
+        }
+        let mut task = extension_task(&entry.task, "complete");
+        match &entry.reply {
+            Some(Ok(result)) if entry.task.status == TaskStatus::Completed => {
+                task["result"] = serde_json::from_str(result.get()).unwrap_or_default();
+            }
+            Some(Err(error)) if entry.task.status == TaskStatus::Failed => {
+                let error = cancelkit_protocol::jsonrpc::ErrorObject::from(error.clone());
+                task["error"] = serde_json::to_value(error).unwrap_or_default();
+            }
+            _ => {}
+        }
+        to_raw(&task)
     }
 
-    /// `tasks/cancel`: the status is `cancelled` before this returns; a terminal task is an
-    /// error (-32602).
-    pub(crate) fn cancel(&self, params: Option<&RawValue>) -> Reply {
+    /// `tasks/cancel`: the status is `cancelled` before this returns. In 2025-11-25 the
+    /// answer is the task, and a terminal task is an error (-32602); in the extension the
+    /// answer is an empty acknowledgement either way.
+    pub(crate) fn cancel(&self, params: Option<&RawValue>, extension: bool) -> Reply {
         let id = task_id(params)?;
         let mut entries = lock(&self.entries);
         let entry = entries.get_mut(&id).ok_or_else(|| unknown(&id))?;
+        if is_terminal(entry.task.status) && extension {
+            tracing::debug!(task_id = %id, status = %entry.task.status, "acknowledged a cancel for a task that already ended");
+            return acknowledged();
+        }
         if is_terminal(entry.task.status) {
             return Err(JsonRpcError::new(
                 ErrorCode::InvalidParams,
@@ -270,7 +299,11 @@ impl Tasks {
             .cancel(CancelReason::Peer(Some("tasks/cancel".into())));
         entry.done.send_replace(true);
         tracing::info!(task_id = %id, "the peer cancelled a task");
-        to_raw(&entry.task)
+        if extension {
+            acknowledged()
+        } else {
+            to_raw(&entry.task)
+        }
     }
 
     /// `tasks/result`: waits for a terminal status, then answers with the handler's result,
@@ -298,6 +331,35 @@ impl Tasks {
             }
         }
     }
+}
+
+/// The extension's empty acknowledgement of `tasks/cancel`.
+fn acknowledged() -> Reply {
+    use cancelkit_protocol::mcp::v2026_07_28::{CancelTaskResult, CancelTaskResultResultType};
+    to_raw(&CancelTaskResult {
+        meta: serde_json::Map::new(),
+        result_type: CancelTaskResultResultType::Complete,
+    })
+}
+
+/// A task as the 2026-07-28 extension writes it: `ttlMs` and `pollIntervalMs`, with its
+/// `resultType` (`"task"` when created, `"complete"` for `tasks/get`).
+fn extension_task(task: &Task, result_type: &str) -> serde_json::Value {
+    let mut value = serde_json::json!({
+        "resultType": result_type,
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": task.created_at,
+        "lastUpdatedAt": task.last_updated_at,
+        "ttlMs": task.ttl,
+    });
+    if let Some(message) = &task.status_message {
+        value["statusMessage"] = message.clone().into();
+    }
+    if let Some(poll) = task.poll_interval {
+        value["pollIntervalMs"] = poll.into();
+    }
+    value
 }
 
 /// Declares `capabilities.tasks.cancel` and task-augmented `tools/call` in an `initialize`
@@ -381,7 +443,7 @@ mod tests {
             max_tasks: 1,
             max_ttl: Duration::MAX,
         })
-        .create(Some(u64::MAX), crate::Scope::root().1);
+        .create(Some(u64::MAX), crate::Scope::root().1, false);
         let task: serde_json::Value =
             serde_json::from_str(created.ok().unwrap().reply.unwrap().get()).unwrap();
         assert_eq!(task["task"]["ttl"], i64::MAX);
@@ -394,9 +456,12 @@ mod tests {
             max_ttl: Duration::from_secs(60),
         });
         for _ in 0..2 {
-            assert!(tasks.create(None, crate::Scope::root().1).is_ok());
+            assert!(tasks.create(None, crate::Scope::root().1, false).is_ok());
         }
-        let refused = tasks.create(None, crate::Scope::root().1).err().unwrap();
+        let refused = tasks
+            .create(None, crate::Scope::root().1, false)
+            .err()
+            .unwrap();
         assert_eq!(refused.code, ErrorCode::ServerOverloaded);
         assert_eq!(tasks.len(), 2);
     }

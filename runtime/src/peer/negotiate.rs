@@ -1,0 +1,131 @@
+//! An MCP client's start: ask the server with `server/discover` whether it speaks 2026-07-28,
+//! and fall back to the legacy `initialize` handshake when it does not.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::handle::PeerHandle;
+use super::outgoing::RequestError;
+use super::policy::era::{DISCOVER, PROTOCOL_VERSION};
+use super::policy::{INITIALIZE, McpRevision, Protocol};
+
+/// How long [`PeerHandle::discover_or_initialize`] waits for a `server/discover` answer before
+/// it takes the server for a legacy one that ignores unknown requests before `initialize`.
+pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What an MCP client's start agreed on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Negotiated {
+    /// The revision the connection speaks from now on.
+    pub revision: McpRevision,
+    /// The server's answer: its `server/discover` result (2026-07-28) or its `initialize`
+    /// result (legacy).
+    pub server: Value,
+}
+
+impl PeerHandle {
+    /// The MCP revision this connection speaks, once known: fixed at build time, or learned
+    /// from the first message (a [`McpRevision::Negotiated`] server) or from
+    /// [`discover_or_initialize`](Self::discover_or_initialize) (a negotiated client).
+    pub fn mcp_revision(&self) -> Option<McpRevision> {
+        self.shared.rules.mcp_revision()
+    }
+
+    /// Starts an MCP client connection the way 2026-07-28 recommends: a `server/discover`
+    /// stamped with 2026-07-28 `_meta`; if the server answers it (and speaks 2026-07-28) every
+    /// later request is stamped with the version and the client's capabilities (see
+    /// [`PeerBuilder::client_capabilities`](super::PeerBuilder::client_capabilities)). If the
+    /// server answers with an error (a legacy server: method not found, or -32022 without
+    /// 2026-07-28 in its list) or not within `discover_timeout`, the legacy handshake follows on
+    /// the same connection: `initialize` asking for 2025-11-25, then
+    /// `notifications/initialized`.
+    ///
+    /// A connection built for one fixed revision only does what that revision has:
+    /// `server/discover` for 2026-07-28, `initialize` for the others.
+    ///
+    /// # Errors
+    ///
+    /// The connection closed, or the server refused both.
+    pub async fn discover_or_initialize(
+        &self,
+        client_info: Value,
+        discover_timeout: Duration,
+    ) -> Result<Negotiated, RequestError> {
+        let rules = &self.shared.rules;
+        let configured = match rules.protocol {
+            Protocol::Mcp(revision) => revision,
+            other => {
+                return Err(RequestError::NotAllowed(format!(
+                    "discover_or_initialize is for MCP connections, not {other:?}"
+                )));
+            }
+        };
+        let era = rules.era.as_ref().expect("an MCP connection has an era");
+        if matches!(
+            configured,
+            McpRevision::Negotiated | McpRevision::V2026_07_28
+        ) {
+            match self.discover(&client_info, discover_timeout).await {
+                Ok(server) => {
+                    era.choose(McpRevision::V2026_07_28);
+                    return Ok(Negotiated {
+                        revision: McpRevision::V2026_07_28,
+                        server,
+                    });
+                }
+                Err(RequestError::Closed) => return Err(RequestError::Closed),
+                Err(error) if configured == McpRevision::V2026_07_28 => return Err(error),
+                Err(error) => {
+                    tracing::info!(%error, "the server does not speak MCP 2026-07-28; falling back to initialize");
+                }
+            }
+        }
+        let asked = match configured {
+            McpRevision::V2024_11_05 => "2024-11-05",
+            _ => "2025-11-25",
+        };
+        let params = json!({
+            "protocolVersion": asked,
+            "capabilities": rules.mcp.client.capabilities,
+            "clientInfo": client_info,
+        });
+        let server: Value = self.request(INITIALIZE, params).await?;
+        let revision = match server.get("protocolVersion").and_then(Value::as_str) {
+            Some("2024-11-05") => McpRevision::V2024_11_05,
+            _ => McpRevision::V2025_11_25,
+        };
+        era.choose(revision);
+        self.notify("notifications/initialized", json!({})).await?;
+        Ok(Negotiated {
+            revision: self.mcp_revision().unwrap_or(revision),
+            server,
+        })
+    }
+
+    /// `server/discover`, stamped by hand (the connection is not 2026-07-28 yet); the result if
+    /// the server speaks 2026-07-28.
+    async fn discover(
+        &self,
+        client_info: &Value,
+        timeout: Duration,
+    ) -> Result<Value, RequestError> {
+        let rules = &self.shared.rules;
+        let mut meta = rules.mcp.client.clone();
+        meta.info.get_or_insert_with(|| client_info.clone());
+        let mut params = json!({});
+        meta.stamp(&mut params);
+        let result: Value = self.request(DISCOVER, params).timeout(timeout).await?;
+        let speaks = result
+            .get("supportedVersions")
+            .and_then(Value::as_array)
+            .is_some_and(|versions| versions.iter().any(|v| v == "2026-07-28"));
+        if speaks {
+            Ok(result)
+        } else {
+            Err(RequestError::NotAllowed(format!(
+                "the server's supportedVersions do not include 2026-07-28 ({PROTOCOL_VERSION} we ask for)"
+            )))
+        }
+    }
+}

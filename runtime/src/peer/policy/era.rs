@@ -1,0 +1,491 @@
+//! MCP eras: the legacy handshake revisions (2024-11-05, 2025-11-25, chosen by `initialize`)
+//! and 2026-07-28, which has no handshake — every request carries its protocol version and the
+//! client's capabilities in `params._meta`, servers answer `server/discover`, and there is no
+//! `ping`. A connection built with [`McpRevision::Negotiated`] speaks whichever era the other
+//! side picks, decided once, from the first message that tells.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use cancelkit_protocol::jsonrpc::ErrorCode;
+use cancelkit_protocol::mcp::v2026_07_28 as v2026;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::McpRevision;
+use crate::JsonRpcError;
+
+/// `server/discover`: what a 2026-07-28 server speaks.
+pub(crate) const DISCOVER: &str = "server/discover";
+/// `subscriptions/listen`: the one request a 2026-07-28 server may end with
+/// `notifications/cancelled`.
+pub(crate) const LISTEN: &str = "subscriptions/listen";
+/// `ping`: legacy eras only.
+pub(crate) const PING: &str = "ping";
+/// The `_meta` key naming a request's protocol version.
+pub(crate) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key holding the client's capabilities for one request.
+pub(crate) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key identifying the client software.
+pub(crate) const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// The tasks extension's identifier, in `capabilities.extensions`.
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// The revision strings, newest first.
+const V2026: &str = "2026-07-28";
+const V2025: &str = "2025-11-25";
+const V2024: &str = "2024-11-05";
+
+impl McpRevision {
+    /// The revision's date string (`None` for [`McpRevision::Negotiated`]).
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            McpRevision::V2024_11_05 => Some(V2024),
+            McpRevision::V2025_11_25 => Some(V2025),
+            McpRevision::V2026_07_28 => Some(V2026),
+            McpRevision::Negotiated => None,
+        }
+    }
+
+    /// Whether the revision has the `initialize` handshake (everything before 2026-07-28).
+    pub fn has_initialize(self) -> bool {
+        !matches!(self, McpRevision::V2026_07_28)
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            McpRevision::Negotiated => 0,
+            McpRevision::V2024_11_05 => 1,
+            McpRevision::V2025_11_25 => 2,
+            McpRevision::V2026_07_28 => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Self> {
+        match code {
+            1 => Some(McpRevision::V2024_11_05),
+            2 => Some(McpRevision::V2025_11_25),
+            3 => Some(McpRevision::V2026_07_28),
+            _ => None,
+        }
+    }
+}
+
+/// Which side of an MCP connection we are, learned from the first request in either direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Unknown,
+    Client,
+    Server,
+}
+
+/// The era of one MCP connection.
+#[derive(Debug)]
+pub(crate) struct Era {
+    /// Fixed at build time, or [`McpRevision::Negotiated`].
+    configured: McpRevision,
+    /// The revision in force (a `McpRevision` code; 0 while a negotiated connection is
+    /// undecided).
+    chosen: AtomicU8,
+    role: AtomicU8,
+}
+
+impl Era {
+    pub(crate) fn new(configured: McpRevision) -> Self {
+        Self {
+            configured,
+            chosen: AtomicU8::new(configured.code()),
+            role: AtomicU8::new(0),
+        }
+    }
+
+    /// The revision in force, `None` while undecided.
+    pub(crate) fn current(&self) -> Option<McpRevision> {
+        McpRevision::from_code(self.chosen.load(Ordering::Relaxed))
+    }
+
+    /// Whether the connection speaks 2026-07-28.
+    pub(crate) fn is_2026(&self) -> bool {
+        self.current() == Some(McpRevision::V2026_07_28)
+    }
+
+    /// Whether the connection may still speak 2025-11-25 (its tasks): decided so, or undecided.
+    pub(crate) fn may_be_2025(&self) -> bool {
+        matches!(self.current(), None | Some(McpRevision::V2025_11_25))
+    }
+
+    /// Decides a negotiated connection's era (the first decision wins).
+    pub(crate) fn choose(&self, revision: McpRevision) {
+        if self.configured == McpRevision::Negotiated {
+            let _ = self.chosen.compare_exchange(
+                0,
+                revision.code(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// The versions this side speaks, newest first (for `server/discover` and -32022).
+    pub(crate) fn supported(&self) -> &'static [&'static str] {
+        match self.configured {
+            McpRevision::Negotiated => &[V2026, V2025, V2024],
+            McpRevision::V2026_07_28 => &[V2026],
+            McpRevision::V2025_11_25 => &[V2025],
+            McpRevision::V2024_11_05 => &[V2024],
+        }
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        match self.role.load(Ordering::Relaxed) {
+            1 => Role::Client,
+            2 => Role::Server,
+            _ => Role::Unknown,
+        }
+    }
+
+    /// Records who sent the first request: the side that receives it is the server.
+    pub(crate) fn learn_role(&self, we_received_a_request: bool) {
+        let role = if we_received_a_request { 2 } else { 1 };
+        let _ = self
+            .role
+            .compare_exchange(0, role, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// On the reader, for a request of a connection still undecided: the era its first
+    /// telling message picks. `initialize` picks the legacy revision it names;
+    /// `server/discover` or any request stamped with a supported 2026-07-28 `_meta` picks
+    /// 2026-07-28. Anything else (a `ping` before `initialize`, an unsupported version) leaves
+    /// the connection undecided.
+    pub(crate) fn detect(&self, method: &str, params: Option<&RawValue>) {
+        if self.current().is_some() {
+            return;
+        }
+        if method == super::INITIALIZE {
+            #[derive(Deserialize)]
+            struct Initialize<'a> {
+                #[serde(rename = "protocolVersion", borrow)]
+                version: Option<&'a str>,
+            }
+            let version = params
+                .and_then(|p| serde_json::from_str::<Initialize>(p.get()).ok())
+                .and_then(|i| i.version);
+            let revision = if version == Some(V2024) {
+                McpRevision::V2024_11_05
+            } else {
+                McpRevision::V2025_11_25
+            };
+            tracing::debug!(?revision, "the client chose a legacy era with initialize");
+            self.choose(revision);
+        } else if read_meta(params).is_ok_and(|meta| meta.version == V2026) {
+            tracing::debug!(method, "the client chose 2026-07-28");
+            self.choose(McpRevision::V2026_07_28);
+        }
+    }
+
+    /// In a 2026-07-28 request's task, before its handler: the request must carry its version
+    /// and capabilities, in a version this side speaks, and must exist in this era.
+    /// Returns whether the client declared the tasks extension for this request.
+    pub(crate) fn check_request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<bool, JsonRpcError> {
+        if method == super::INITIALIZE || method == PING {
+            return Err(JsonRpcError::method_not_found().with_data(format!(
+                "`{method}` does not exist in MCP 2026-07-28, which has no handshake; use `server/discover`"
+            )));
+        }
+        self.check_meta(params)
+    }
+
+    /// The `_meta` part of [`check_request`](Self::check_request).
+    pub(crate) fn check_meta(&self, params: Option<&RawValue>) -> Result<bool, JsonRpcError> {
+        let meta = read_meta(params).map_err(|why| {
+            JsonRpcError::invalid_params(format!(
+                "Invalid params: every MCP 2026-07-28 request carries `_meta` with `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}`: {why}"
+            ))
+        })?;
+        if !self.supported().contains(&meta.version) || meta.version != V2026 {
+            return Err(unsupported(meta.version, self.supported()));
+        }
+        Ok(meta.declares_tasks)
+    }
+}
+
+/// Error -32022 for a version this side does not speak, with the ones it does.
+pub(crate) fn unsupported(requested: &str, supported: &[&str]) -> JsonRpcError {
+    let data = v2026::UnsupportedProtocolVersionData {
+        requested: requested.to_owned(),
+        supported: supported.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    JsonRpcError::new(
+        ErrorCode::UnsupportedProtocolVersion,
+        "Unsupported protocol version",
+    )
+    .with_data(serde_json::to_value(data).unwrap_or(Value::Null))
+}
+
+/// What the runtime needs of a request's `_meta`.
+struct Meta<'a> {
+    version: &'a str,
+    declares_tasks: bool,
+}
+
+fn read_meta(params: Option<&RawValue>) -> Result<Meta<'_>, String> {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow)]
+        meta: Option<RawMeta<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct RawMeta<'a> {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
+        version: Option<&'a str>,
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
+        capabilities: Option<Capabilities>,
+    }
+    #[derive(Deserialize)]
+    struct Capabilities {
+        extensions: Option<Map<String, Value>>,
+    }
+    let params = params.ok_or("the request has no params")?;
+    let parsed: Params = serde_json::from_str(params.get()).map_err(|e| e.to_string())?;
+    let meta = parsed.meta.ok_or("`_meta` is missing")?;
+    let version = meta
+        .version
+        .ok_or_else(|| format!("`{PROTOCOL_VERSION}` is missing"))?;
+    let capabilities = meta
+        .capabilities
+        .ok_or_else(|| format!("`{CLIENT_CAPABILITIES}` is missing"))?;
+    Ok(Meta {
+        version,
+        declares_tasks: capabilities
+            .extensions
+            .is_some_and(|e| e.contains_key(TASKS_EXTENSION)),
+    })
+}
+
+/// What a 2026-07-28 client stamps on every request.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientMeta {
+    pub(crate) capabilities: Value,
+    pub(crate) info: Option<Value>,
+}
+
+impl Default for ClientMeta {
+    fn default() -> Self {
+        Self {
+            capabilities: Value::Object(Map::new()),
+            info: None,
+        }
+    }
+}
+
+impl ClientMeta {
+    /// Adds the protocol version and the client's capabilities (and info) to `params._meta`,
+    /// keeping what the caller put there.
+    pub(crate) fn stamp(&self, params: &mut Value) {
+        if params.is_null() {
+            *params = Value::Object(Map::new());
+        }
+        let Some(params) = params.as_object_mut() else {
+            return; // not an object: the server will refuse it, as it should
+        };
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(meta) = meta.as_object_mut() else {
+            return;
+        };
+        meta.entry(PROTOCOL_VERSION)
+            .or_insert_with(|| Value::String(V2026.to_owned()));
+        meta.entry(CLIENT_CAPABILITIES)
+            .or_insert_with(|| self.capabilities.clone());
+        if let Some(info) = &self.info {
+            meta.entry(CLIENT_INFO).or_insert_with(|| info.clone());
+        }
+    }
+}
+
+/// A 2026-07-28 result: servers must include `resultType`; `"complete"` is added where the
+/// handler left it out. Only an object result that names no `resultType` anywhere is edited,
+/// and then by inserting the member as text, without parsing the result.
+pub(crate) fn complete_result(result: Box<RawValue>) -> Box<RawValue> {
+    let text = result.get();
+    let trimmed = text.trim_start();
+    if !trimmed.starts_with('{') {
+        return result;
+    }
+    if text.contains("\"resultType\"") {
+        // Perhaps nested rather than at the top: look properly.
+        match serde_json::from_str::<Map<String, Value>>(text) {
+            Ok(object) if object.contains_key("resultType") => return result,
+            Ok(_) => {}
+            Err(_) => return result,
+        }
+    }
+    let body = trimmed[1..].trim_start();
+    let edited = if body.starts_with('}') {
+        format!("{{\"resultType\":\"complete\"{body}")
+    } else {
+        format!("{{\"resultType\":\"complete\",{body}")
+    };
+    RawValue::from_string(edited).unwrap_or(result)
+}
+
+/// Completes a `server/discover` result: the versions this side speaks, cache fields, and the
+/// tasks extension when tools run as tasks; what the application wrote is kept.
+pub(crate) fn edit_discover(result: &mut Value, supported: &[&str], tasks: bool) {
+    let Some(object) = result.as_object_mut() else {
+        return;
+    };
+    object
+        .entry("supportedVersions")
+        .or_insert_with(|| Value::from(supported.to_vec()));
+    object.entry("ttlMs").or_insert_with(|| Value::from(0));
+    object
+        .entry("cacheScope")
+        .or_insert_with(|| Value::from("private"));
+    let capabilities = object
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if tasks
+        && let Some(capabilities) = capabilities.as_object_mut()
+        && let Some(extensions) = capabilities
+            .entry("extensions")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+    {
+        extensions
+            .entry(TASKS_EXTENSION)
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn result_type_is_added_only_where_missing() {
+        assert_eq!(
+            complete_result(raw("{}")).get(),
+            r#"{"resultType":"complete"}"#
+        );
+        assert_eq!(
+            complete_result(raw(r#" { "a": 1}"#)).get(),
+            r#"{"resultType":"complete","a": 1}"#
+        );
+        let task = r#"{"resultType":"task","taskId":"t"}"#;
+        assert_eq!(complete_result(raw(task)).get(), task);
+        assert_eq!(
+            complete_result(raw(r#"{"nested":{"resultType":"x"}}"#)).get(),
+            r#"{"resultType":"complete","nested":{"resultType":"x"}}"#
+        );
+        assert_eq!(complete_result(raw("[1]")).get(), "[1]");
+        assert_eq!(complete_result(raw("\"s\"")).get(), "\"s\"");
+    }
+
+    #[test]
+    fn eras_are_told_apart_by_the_first_telling_message() {
+        let era = Era::new(McpRevision::Negotiated);
+        era.detect("ping", None);
+        assert_eq!(era.current(), None);
+        era.detect(
+            "server/discover",
+            Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#)),
+        );
+        assert_eq!(
+            era.current(),
+            None,
+            "an unsupported version decides nothing"
+        );
+        era.detect(
+            "initialize",
+            Some(&raw(r#"{"protocolVersion":"2024-11-05"}"#)),
+        );
+        assert_eq!(era.current(), Some(McpRevision::V2024_11_05));
+        era.detect(
+            "tools/list",
+            Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#)),
+        );
+        assert_eq!(
+            era.current(),
+            Some(McpRevision::V2024_11_05),
+            "decided once"
+        );
+
+        let modern = Era::new(McpRevision::Negotiated);
+        modern.detect(
+            "tools/call",
+            Some(&raw(r#"{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#)),
+        );
+        assert_eq!(modern.current(), Some(McpRevision::V2026_07_28));
+        let fixed = Era::new(McpRevision::V2025_11_25);
+        fixed.choose(McpRevision::V2026_07_28);
+        assert_eq!(fixed.current(), Some(McpRevision::V2025_11_25));
+    }
+
+    #[test]
+    fn requests_without_their_meta_or_in_another_version_are_refused() {
+        let era = Era::new(McpRevision::Negotiated);
+        let missing = era
+            .check_request("tools/list", Some(&raw("{}")))
+            .unwrap_err();
+        assert_eq!(missing.code, ErrorCode::InvalidParams);
+        let no_caps = era
+            .check_request(
+                "tools/list",
+                Some(&raw(
+                    r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+                )),
+            )
+            .unwrap_err();
+        assert!(no_caps.message.contains("clientCapabilities` is missing"));
+        let future = era
+            .check_request(
+                "tools/list",
+                Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#)),
+            )
+            .unwrap_err();
+        assert_eq!(future.code, ErrorCode::UnsupportedProtocolVersion);
+        assert_eq!(
+            future.data.unwrap()["supported"],
+            serde_json::json!(["2026-07-28", "2025-11-25", "2024-11-05"])
+        );
+        let ping = era.check_request("ping", None).unwrap_err();
+        assert_eq!(ping.code, ErrorCode::MethodNotFound);
+        let tasks = era.check_request(
+            "tools/call",
+            Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}"#)),
+        );
+        assert_eq!(tasks, Ok(true));
+    }
+
+    #[test]
+    fn stamping_keeps_what_the_caller_wrote() {
+        let meta = ClientMeta {
+            capabilities: serde_json::json!({"sampling": {}}),
+            info: Some(serde_json::json!({"name": "c", "version": "1"})),
+        };
+        let mut params = serde_json::json!({"name": "x", "_meta": {"progressToken": 3}});
+        meta.stamp(&mut params);
+        assert_eq!(
+            params,
+            serde_json::json!({"name": "x", "_meta": {
+                "progressToken": 3,
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
+                "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}
+            }})
+        );
+        let mut none = Value::Null;
+        meta.stamp(&mut none);
+        assert!(none["_meta"][PROTOCOL_VERSION].is_string());
+    }
+}
