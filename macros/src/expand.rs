@@ -34,13 +34,13 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 struct Options {
     cooperative: Option<Span>,
     timeout_ms: Option<u64>,
+    grace_ms: Option<(Span, u64)>,
     on_cancel: Option<(Span, syn::ExprPath)>,
     token: Option<syn::Ident>,
     krate: Option<syn::Path>,
 }
 
-const KNOWN: &str =
-    "`cooperative`, `timeout = \"30s\"`, `on_cancel = path`, `token = param`, `crate = \"path\"`";
+const KNOWN: &str = "`cooperative`, `grace = \"2s\"`, `timeout = \"30s\"`, `on_cancel = path`, `token = param`, `crate = \"path\"`";
 
 impl Options {
     fn parse(attr: TokenStream) -> syn::Result<Self> {
@@ -63,18 +63,14 @@ impl Options {
                     if options.timeout_ms.is_some() {
                         return Err(duplicate());
                     }
-                    let lit: syn::LitStr = meta.value()?.parse().map_err(|e| {
-                        syn::Error::new(
-                            e.span(),
-                            "`timeout` takes a string such as \"30s\", \"500ms\" or \"2m\"",
-                        )
-                    })?;
-                    options.timeout_ms = Some(parse_duration_ms(&lit.value()).ok_or_else(|| {
-                        syn::Error::new(
-                            lit.span(),
-                            format!("malformed timeout {:?}: write a whole number followed by `ms`, `s` or `m`, such as \"30s\"", lit.value()),
-                        )
-                    })?);
+                    options.timeout_ms = Some(duration_value(&meta, "timeout", "30s")?);
+                }
+                "grace" => {
+                    if options.grace_ms.is_some() {
+                        return Err(duplicate());
+                    }
+                    let span = meta.path.span();
+                    options.grace_ms = Some((span, duration_value(&meta, "grace", "2s")?));
                 }
                 "on_cancel" => {
                     if options.on_cancel.is_some() {
@@ -124,6 +120,12 @@ impl Options {
             Ok(())
         });
         syn::parse::Parser::parse2(parser, attr)?;
+        if let (None, Some((span, _))) = (options.cooperative, options.grace_ms) {
+            return Err(syn::Error::new(
+                span,
+                "`grace` needs `cooperative`: write `#[cancellable(cooperative, grace = \"2s\")]`; without `cooperative` the body is dropped as soon as it is cancelled, so there is nothing to wait for",
+            ));
+        }
         if let (Some(_), Some((span, _))) = (options.cooperative, &options.on_cancel) {
             return Err(syn::Error::new(
                 *span,
@@ -132,6 +134,29 @@ impl Options {
         }
         Ok(options)
     }
+}
+
+/// The value of `name = "30s"` in milliseconds, with errors that name the option.
+fn duration_value(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    name: &str,
+    example: &str,
+) -> syn::Result<u64> {
+    let lit: syn::LitStr = meta.value()?.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!("`{name}` takes a string such as \"{example}\", \"500ms\" or \"2m\""),
+        )
+    })?;
+    parse_duration_ms(&lit.value()).ok_or_else(|| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "malformed {name} {:?}: write a whole number followed by `ms`, `s` or `m`, such as \"{example}\"",
+                lit.value()
+            ),
+        )
+    })
 }
 
 /// `"30s"` → 30 000; units `ms`, `s`, `m`.
@@ -195,23 +220,31 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
         .as_ref()
         .map(ToTokens::to_token_stream)
         .unwrap_or_else(|| quote!(::cancelkit));
-    let scope = match &options.token {
-        None => quote!(#krate::__private::Scope::child_of_current()),
-        Some(name) => {
+    let timeout = options
+        .timeout_ms
+        .map(|ms| quote!(::core::time::Duration::from_millis(#ms)));
+    let entered = match (&options.token, timeout) {
+        (None, None) => {
+            quote!(#krate::__private::no_timeout(#krate::__private::Scope::child_of_current()))
+        }
+        (None, Some(after)) => quote!(#krate::__private::timeout(
+            #krate::__private::Scope::child_of_current(),
+            #after
+        )),
+        (Some(name), timeout) => {
             let ty = token_parameter(sig, name)?;
             let borrow = if matches!(ty, Type::Reference(_)) {
                 quote!()
             } else {
                 quote!(&)
             };
-            quote!(#krate::__private::child_of_token(#borrow #name))
+            match timeout {
+                None => quote!(#krate::__private::parent(#borrow #name)),
+                Some(after) => {
+                    quote!(#krate::__private::parent_with_timeout(#borrow #name, #after))
+                }
+            }
         }
-    };
-    let entered = match options.timeout_ms {
-        Some(ms) => {
-            quote!(#krate::__private::timeout(#scope, ::core::time::Duration::from_millis(#ms)))
-        }
-        None => quote!(#krate::__private::no_timeout(#scope)),
     };
 
     // Pin the async block's output to the declared return type, so `?` and `return` inside the
@@ -226,34 +259,46 @@ fn generate(options: Options, func: ItemFn) -> syn::Result<TokenStream> {
             }
         }
     });
-    let block = match &desugared {
-        Some((inner, _)) => inner.block.to_token_stream(),
-        None => func.block.to_token_stream(),
+    // The body's statements go straight into the async block. Wrapping the whole block
+    // (`async move { .. { Ok(x) } }`) would make rustc lint the user's own braces as
+    // `unused_braces` when the body is a single expression on one line, with a suggestion
+    // (remove the function's braces) that does not compile.
+    let stmts = match &desugared {
+        Some((inner, _)) => &inner.block.stmts,
+        None => &func.block.stmts,
     };
-    let body = quote!(async move { #fake_return #block });
+    let body = quote!(async move { #fake_return #(#stmts)* });
 
-    let call = if options.cooperative.is_some() {
+    // Spanned on the return type: if `E: From<Cancelled>` is missing, the error points there.
+    let span = return_type.span();
+    let call = if let Some((_, grace_ms)) = options.grace_ms {
+        let grace = quote!(::core::time::Duration::from_millis(#grace_ms));
+        quote_spanned!(span=> #krate::__private::graceful(#entered, #grace, #body).await)
+    } else if options.cooperative.is_some() {
         quote!(#krate::__private::cooperative(#entered, #body).await)
     } else {
         let on_cancel = match &options.on_cancel {
             Some((_, path)) => quote!(#krate::__private::ReturnValue(#path)),
             None => quote!(#krate::__private::ReturnError),
         };
-        // Spanned on the return type: if `E: From<Cancelled>` is missing, the error points there.
-        let span = return_type.span();
         quote_spanned!(span=> #krate::__private::abortable(#entered, #on_cancel, #body).await)
     };
 
     let ItemFn {
         attrs, vis, sig, ..
     } = &func;
+    // Inner attributes (`#![allow(..)]` at the top of the body) stay inside the body.
+    let (inner_attrs, outer_attrs): (Vec<_>, Vec<_>) = attrs
+        .iter()
+        .partition(|attr| matches!(attr.style, syn::AttrStyle::Inner(_)));
     let call = match &desugared {
         Some(_) => quote!(::std::boxed::Box::pin(async move { #call })),
         None => call,
     };
     Ok(quote! {
-        #(#attrs)*
+        #(#outer_attrs)*
         #vis #sig {
+            #(#inner_attrs)*
             #call
         }
     })
@@ -350,8 +395,8 @@ fn mentions_impl_trait(ty: &Type) -> bool {
     walk(ty.to_token_stream())
 }
 
-/// The type of the parameter named by `token = name`, which must be a `CancellationToken`
-/// (owned or borrowed).
+/// The type of the parameter named by `token = name`, which must be a `CancellationToken` or the
+/// ACP SDK's `RequestCancellation` (owned or borrowed).
 fn token_parameter<'a>(sig: &'a syn::Signature, name: &syn::Ident) -> syn::Result<&'a Type> {
     let param = sig.inputs.iter().find_map(|arg| match arg {
         FnArg::Typed(typed) => match &*typed.pat {
@@ -370,14 +415,14 @@ fn token_parameter<'a>(sig: &'a syn::Signature, name: &syn::Ident) -> syn::Resul
         Type::Reference(reference) => &*reference.elem,
         other => other,
     };
-    let is_token = matches!(inner, Type::Path(path) if path.path.segments.last().is_some_and(|s| s.ident == "CancellationToken"));
+    let is_token = matches!(inner, Type::Path(path) if path.path.segments.last().is_some_and(|s| s.ident == "CancellationToken" || s.ident == "RequestCancellation"));
     if is_token {
         Ok(ty)
     } else {
         Err(syn::Error::new(
             ty.span(),
             format!(
-                "`token = {name}` must name a `CancellationToken` (or `&CancellationToken`) parameter"
+                "`token = {name}` must name a `CancellationToken` parameter (or the ACP SDK's `RequestCancellation`, feature `acp`), owned or borrowed"
             ),
         ))
     }

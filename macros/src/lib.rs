@@ -20,12 +20,17 @@ use proc_macro::TokenStream;
 ///   runs its body.
 /// - `cooperative`: no race; the body observes `cancelkit::is_cancelled()` /
 ///   `cancelkit::cancelled()` and returns what it likes (partial results).
+/// - `grace = "2s"` (with `cooperative`; units as for `timeout`): cooperative first, abort after
+///   the grace. Once the call is cancelled the body has that long to wind down and return (a
+///   partial result, say); if it has not, it is dropped and the call returns
+///   `Err(E::from(Cancelled { reason }))` with the recorded reason.
 /// - `timeout = "30s"` (units `ms`, `s`, `m`): cancel the call's scope after the duration; the
 ///   reason is `CancelReason::Timeout`.
 /// - `on_cancel = path`: on cancellation return `Ok(path())` instead of an error (ACP
 ///   `session/prompt` answers `stopReason: "cancelled"`). Not with `cooperative`.
 /// - `token = param`: take the parent scope from that `CancellationToken` parameter instead of
-///   the ambient scope (for frameworks that hand a token in, such as rmcp's `ct`).
+///   the ambient scope (for frameworks that hand a token in, such as rmcp's `ct`), or from the
+///   ACP SDK's `RequestCancellation` (cancelkit feature `acp`).
 /// - `crate = "path"`: where the runtime items live, for crates that re-export cancelkit.
 ///
 /// Misuse is reported at the offending token, and the function is still emitted unchanged so

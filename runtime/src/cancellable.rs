@@ -155,7 +155,9 @@ where
             (None, Some(token)) => token.is_cancelled(),
             (None, None) => true,
         };
-        if cancelled {
+        // A timer or watch that fired since the last poll (deadline reached, the peer's
+        // cancel) is a cancel like the token's: the body is not polled again.
+        if cancelled || this.timer.as_mut().fired(cx) {
             return Poll::Ready(finish(this.on_cancel, this.reasons));
         }
         // A body that completes in this poll wins, even if the cancel arrived while it ran.
@@ -172,7 +174,7 @@ where
             .as_mut()
             .as_pin_mut()
             .is_some_and(|waiter| waiter.poll(cx).is_ready());
-        if cancelled || this.timer.fired(cx) {
+        if cancelled {
             return Poll::Ready(finish(this.on_cancel, this.reasons));
         }
         Poll::Pending
@@ -219,5 +221,227 @@ impl<F: Future, D: Timer> Future for Cooperative<F, D> {
             *this.timer_done = true;
         }
         this.body.poll(cx)
+    }
+}
+
+pin_project! {
+    /// Cooperative mode with a grace (`#[cancellable(cooperative, grace = "2s")]`): cooperative
+    /// first, abort after the grace.
+    ///
+    /// The body runs in its own scope and observes cancellation itself, as in [`Cooperative`].
+    /// Once the scope is cancelled (by the caller, the peer or the timer) a grace period starts
+    /// (when this future sees the cancel, which wakes it: at once under an executor);
+    /// a body that completes within it returns its own result (typically a partial one). A body
+    /// still running when the grace runs out is never polled again: it is dropped there, and
+    /// the call returns `Err(E::from(Cancelled))` with the recorded reason.
+    ///
+    /// Until the cancel it holds one token handle; the waiter and the grace's sleep exist only
+    /// once they are needed.
+    #[must_use = "futures do nothing unless awaited"]
+    pub struct Graceful<F, D> {
+        #[pin]
+        body: Option<TaskLocalFuture<Scope, F>>,
+        #[pin]
+        timer: D,
+        timer_done: bool,
+        #[pin]
+        waiter: Option<WaitForCancellationFutureOwned>,
+        token: Option<CancellationToken>,
+        #[pin]
+        deadline: Option<Sleep>,
+        grace: Duration,
+        reasons: Reasons,
+    }
+}
+
+/// Builds the cooperative-with-grace future for `body`, running in the scope of `entered`.
+pub fn graceful<F: Future, D: Timer>(
+    entered: (Scope, D),
+    grace: Duration,
+    body: F,
+) -> Graceful<F, D> {
+    let (scope, timer) = entered;
+    Graceful {
+        token: Some(scope.token().clone()),
+        reasons: scope.reasons(),
+        body: Some(scope.run(body)),
+        timer,
+        timer_done: false,
+        waiter: None,
+        deadline: None,
+        grace,
+    }
+}
+
+impl<F, D, T, E> Future for Graceful<F, D>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<Cancelled>,
+    D: Timer,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if !*this.timer_done && this.timer.as_mut().fired(cx) {
+            *this.timer_done = true;
+        }
+        // The grace ran out since the last poll: the body is not polled again.
+        let expired = |deadline: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>| {
+            deadline
+                .as_pin_mut()
+                .is_some_and(|sleep| sleep.poll(cx).is_ready())
+        };
+        if expired(this.deadline.as_mut(), cx) {
+            this.body.set(None);
+            return Poll::Ready(Err(E::from(Cancelled::new(this.reasons.recorded()))));
+        }
+        let body = this
+            .body
+            .as_mut()
+            .as_pin_mut()
+            .expect("a cancellable call is polled after it completed");
+        if let Poll::Ready(output) = body.poll(cx) {
+            this.body.set(None);
+            return Poll::Ready(output);
+        }
+        if this.deadline.is_none() {
+            if this.waiter.is_none()
+                && let Some(token) = this.token.take()
+            {
+                this.waiter.set(Some(token.cancelled_owned()));
+            }
+            let cancelled = this
+                .waiter
+                .as_mut()
+                .as_pin_mut()
+                .is_some_and(|waiter| waiter.poll(cx).is_ready());
+            if cancelled {
+                // The grace starts now, when the cancel is first seen.
+                this.waiter.set(None);
+                this.deadline.set(Some(tokio::time::sleep(*this.grace)));
+                if expired(this.deadline.as_mut(), cx) {
+                    this.body.set(None);
+                    return Poll::Ready(Err(E::from(Cancelled::new(this.reasons.recorded()))));
+                }
+            }
+        }
+        Poll::Pending
+    }
+}
+
+pin_project! {
+    /// Two timers polled together (a parent's watch and a [`Deadline`]); fires when either does.
+    #[derive(Debug)]
+    pub struct Both<A, B> {
+        #[pin]
+        first: A,
+        #[pin]
+        second: B,
+    }
+}
+
+impl<A: Timer, B: Timer> Timer for Both<A, B> {
+    fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        let this = self.project();
+        // Both are polled, so both wakers stay registered.
+        let first = this.first.fired(cx);
+        let second = this.second.fired(cx);
+        first || second
+    }
+}
+
+/// What `#[cancellable(token = param)]` accepts as the parent of the call's scope: a
+/// [`CancellationToken`], or (feature `acp`) the ACP SDK's `RequestCancellation` marker.
+pub trait Parent {
+    /// What the call polls alongside its body to learn that the parent was cancelled: nothing
+    /// for a token (its child is cancelled with it), a watcher for markers that are not tokens.
+    type Watch: Timer;
+
+    /// The call's scope, below this parent, and its watch.
+    fn enter(&self) -> (Scope, Self::Watch);
+}
+
+impl Parent for CancellationToken {
+    type Watch = NoTimeout;
+
+    fn enter(&self) -> (Scope, NoTimeout) {
+        (Scope::new(self.child_token()), NoTimeout)
+    }
+}
+
+impl<P: Parent + ?Sized> Parent for &P {
+    type Watch = P::Watch;
+
+    fn enter(&self) -> (Scope, P::Watch) {
+        (**self).enter()
+    }
+}
+
+/// The scope and watch for a call whose parent is `parent`, without a timeout.
+pub fn parent<P: Parent + ?Sized>(parent: &P) -> (Scope, P::Watch) {
+    parent.enter()
+}
+
+/// The scope and timers for a call whose parent is `parent`, with a timeout.
+pub fn parent_with_timeout<P: Parent + ?Sized>(
+    parent: &P,
+    after: Duration,
+) -> (Scope, Both<P::Watch, Deadline>) {
+    let (scope, watch) = parent.enter();
+    let (scope, deadline) = timeout(scope, after);
+    (
+        scope,
+        Both {
+            first: watch,
+            second: deadline,
+        },
+    )
+}
+
+/// A watch on a cancellation signal that is not a [`CancellationToken`] (the ACP SDK's
+/// `RequestCancellation`): when the signal completes, the call's scope is cancelled with
+/// [`CancelReason::Peer`].
+pub struct SignalWatch {
+    signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    canceller: Canceller,
+}
+
+impl std::fmt::Debug for SignalWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignalWatch")
+            .field("fired", &self.signal.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SignalWatch {
+    /// A fresh root scope that `signal` cancels, with [`CancelReason::Peer`], once it completes.
+    /// When `already` is true the scope is cancelled at once.
+    pub fn root(signal: Pin<Box<dyn Future<Output = ()> + Send>>, already: bool) -> (Scope, Self) {
+        let (scope, canceller) = Scope::new(CancellationToken::new()).with_canceller();
+        let signal = if already {
+            canceller.cancel(CancelReason::Peer(None));
+            None
+        } else {
+            Some(signal)
+        };
+        (scope, SignalWatch { signal, canceller })
+    }
+}
+
+impl Timer for SignalWatch {
+    fn fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        let this = self.get_mut();
+        let Some(signal) = this.signal.as_mut() else {
+            return false;
+        };
+        if signal.as_mut().poll(cx).is_ready() {
+            this.signal = None;
+            this.canceller.cancel(CancelReason::Peer(None));
+            true
+        } else {
+            false
+        }
     }
 }

@@ -118,3 +118,17 @@ impl From<Cancelled> for rmcp::model::ErrorData {
         )
     }
 }
+
+#[cfg(feature = "acp")]
+impl From<Cancelled> for agent_client_protocol::Error {
+    /// -32800 "Request cancelled" with `data.reason`, so an ACP SDK handler returning
+    /// `Result<_, agent_client_protocol::Error>` can be `#[cancellable(token = cancellation)]`.
+    fn from(cancelled: Cancelled) -> Self {
+        let error = JsonRpcError::from(cancelled);
+        agent_client_protocol::Error::new(
+            agent_client_protocol::ErrorCode::REQUEST_CANCELLED,
+            error.message,
+        )
+        .data(error.data)
+    }
+}

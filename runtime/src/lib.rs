@@ -29,6 +29,8 @@
 //!   tools, and the runtime-side notifier and call tracker;
 //! - feature `rmcp`: `From<Cancelled> for rmcp::model::ErrorData`, so rmcp tools can be
 //!   `#[cancellable(token = ct)]`;
+//! - `acp` (feature `acp`): `From<Cancelled> for agent_client_protocol::Error`, and
+//!   `#[cancellable(token = cancellation)]` on the official ACP SDK's `RequestCancellation`;
 //! - [`protocol`]: the generated protocol types (`cancelkit-protocol`), re-exported.
 
 #![warn(missing_docs)]
@@ -36,6 +38,8 @@
 #[doc(hidden)]
 #[path = "fuzzing.rs"]
 pub mod __fuzz;
+#[cfg(feature = "acp")]
+pub mod acp;
 mod cancelled;
 mod error;
 pub mod peer;
@@ -48,8 +52,9 @@ mod sync;
 pub mod __private {
     //! Used by the `#[cancellable]` expansion; not a public API.
     pub use crate::cancellable::{
-        Abortable, Cooperative, Deadline, NoTimeout, OnCancel, ReturnError, ReturnValue, Timer,
-        abortable, cooperative, no_timeout, timeout,
+        Abortable, Both, Cooperative, Deadline, Graceful, NoTimeout, OnCancel, Parent,
+        ReturnError, ReturnValue, SignalWatch, Timer, abortable, cooperative, graceful,
+        no_timeout, parent, parent_with_timeout, timeout,
     };
     pub use crate::scope::Scope;
     pub use tokio_util::sync::CancellationToken;

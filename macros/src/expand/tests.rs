@@ -44,6 +44,72 @@ fn cooperative_mode() {
 }
 
 #[test]
+fn cooperative_with_grace_and_timeout() {
+    insta::assert_snapshot!(pretty(
+        quote!(cooperative, grace = "2s", timeout = "30s"),
+        quote! {
+            async fn crawl(&self) -> Result<Vec<Page>, Error> {
+                let mut pages = Vec::new();
+                while !cancelkit::is_cancelled() {
+                    pages.push(self.next().await?);
+                }
+                Ok(pages)
+            }
+        }
+    ));
+}
+
+/// A body that is one expression is spliced into the async block, not nested as a block in it:
+/// nested, rustc's `unused_braces` flagged the user's braces.
+#[test]
+fn expression_body_is_not_nested_in_a_block() {
+    insta::assert_snapshot!(pretty(
+        quote!(),
+        quote! {
+            async fn run(&self, x: u32) -> Result<u32, JsonRpcError> { Ok(x * 2) }
+        }
+    ));
+}
+
+#[test]
+fn inner_attributes_stay_inside_the_body() {
+    let text = pretty(
+        quote!(),
+        quote! {
+            async fn f() -> Result<(), E> {
+                #![allow(unused_variables)]
+                let x = 1;
+                Ok(())
+            }
+        },
+    );
+    let inner = text.find("#![allow(unused_variables)]").expect(&text);
+    assert!(inner > text.find("async fn f").unwrap(), "{text}");
+}
+
+#[test]
+fn grace_needs_cooperative_and_a_duration() {
+    let item = quote! { async fn f() -> Result<(), E> { Ok(()) } };
+    for (attr, message) in [
+        (quote!(grace = "2s"), "`grace` needs `cooperative`"),
+        (
+            quote!(timeout = "1s", grace = "2s"),
+            "`grace` needs `cooperative`",
+        ),
+        (quote!(cooperative, grace = "2"), "malformed grace"),
+        (quote!(cooperative, grace = 2), "`grace` takes a string"),
+        (
+            quote!(cooperative, grace = "1s", grace = "2s"),
+            "`grace` is given twice",
+        ),
+    ] {
+        let out = expand(attr.clone(), item.clone()).to_string();
+        assert!(out.contains(message), "{attr}: {out}");
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+    }
+}
+
+#[test]
 fn timeout() {
     insta::assert_snapshot!(pretty(
         quote!(timeout = "30s"),
