@@ -75,7 +75,7 @@ async fn with_token(ct: CancellationToken, x: u32) -> Result<u32, JsonRpcError> 
     Ok(x)
 }
 
-#[cancellable(token = ct, timeout = "250ms")]
+#[cancellable(token = ct, timeout = "250ms", on_cancel = bool::default)]
 async fn with_borrowed_token(ct: &CancellationToken) -> Result<bool, JsonRpcError> {
     Ok(ct.is_cancelled())
 }
@@ -85,7 +85,7 @@ async fn through_a_reexport() -> Result<(), JsonRpcError> {
     Ok(())
 }
 
-#[cancellable(crate = "::cancelkit", cooperative, timeout = "1m")]
+#[cancellable(crate = "::cancelkit", cooperative, grace = "1s", timeout = "1m", token = ct)]
 async fn every_option_but_on_cancel(ct: CancellationToken) -> Result<u8, JsonRpcError> {
     Ok(u8::from(ct.is_cancelled()))
 }
