@@ -52,9 +52,9 @@ mod sync;
 pub mod __private {
     //! Used by the `#[cancellable]` expansion; not a public API.
     pub use crate::cancellable::{
-        Abortable, Both, Cooperative, Deadline, Graceful, NoTimeout, OnCancel, Parent,
-        ReturnError, ReturnValue, SignalWatch, Timer, abortable, cooperative, graceful,
-        no_timeout, parent, parent_with_timeout, timeout,
+        Abortable, Both, Cooperative, Deadline, Graceful, NoTimeout, OnCancel, Parent, ReturnError,
+        ReturnValue, SignalWatch, Timer, abortable, cooperative, graceful, no_timeout, parent,
+        parent_with_timeout, timeout,
     };
     pub use crate::scope::Scope;
     pub use tokio_util::sync::CancellationToken;
