@@ -150,6 +150,24 @@ async fn timeout_cancels_with_the_timeout_reason() {
     assert_eq!(reason_of(&error), "timed out after 20ms");
 }
 
+#[cancellable(timeout = "20ms")]
+async fn finish_on_signal_with_deadline(done: oneshot::Receiver<u32>) -> Result<u32, JsonRpcError> {
+    Ok(done.await.unwrap())
+}
+
+/// A deadline that passed while the body waited is a cancel like any other: at the next poll it
+/// wins over a value the body would now return.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_passed_before_the_next_poll_wins_over_a_ready_value() {
+    let (tx, rx) = oneshot::channel();
+    let mut call = Box::pin(finish_on_signal_with_deadline(rx));
+    assert!(poll_once(call.as_mut()).await.is_none());
+    tokio::time::advance(Duration::from_millis(20)).await;
+    tx.send(7).unwrap();
+    let error = call.await.unwrap_err();
+    assert_eq!(reason_of(&error), "timed out after 20ms");
+}
+
 #[cancellable(cooperative)]
 async fn count_until_cancelled(progress: Arc<AtomicUsize>) -> Result<usize, JsonRpcError> {
     let mut done = 0;
