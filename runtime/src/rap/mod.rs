@@ -15,7 +15,10 @@
 //! - [`Notifier`]: fans a cancellation out to every configured tool server at once, without
 //!   waiting, retrying, or letting one server hold up another;
 //! - [`CallTracker`]: records a synthetic "interrupted" result for a cancelled call and drops
-//!   any real result that arrives afterwards, within fixed memory.
+//!   any real result that arrives afterwards, within fixed memory;
+//! - [`Invoker`]: invokes a tool (`POST /invoke`) and resolves with the `tool_result` posted to
+//!   the runtime's callback route; dropping the future, or cancelling the scope it was made in,
+//!   cancels the call through the tracker and the notifier.
 //!
 //! # Security defaults of the tool server
 //!
@@ -34,10 +37,15 @@
 //! - **Process tools**: output capped ([`process::DEFAULT_OUTPUT_LIMIT`] per stream by
 //!   default), the whole process group terminated on cancel and after the leader exits.
 
+mod invoke;
 mod notifier;
 pub mod process;
 mod server;
 
+pub use invoke::{
+    DEFAULT_INVOKE_TIMEOUT, DEFAULT_MAX_PENDING, Delivered, InvalidCallbackUrl, Invocation, Invoke,
+    InvokeError, Invoker,
+};
 pub use notifier::{
     CallTracker, DEFAULT_INTERRUPTED_TTL, DEFAULT_MAX_CALLS, Delivery, Notifier, NotifyHandle,
     ToolServerTarget, TrackerFull,

@@ -1,0 +1,528 @@
+//! The runtime side of a tool call: invoke a tool over HTTP and wait for its result at the
+//! runtime's callback URL, cancelling the call at the tool servers when the wait is given up.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use cancelkit_protocol::rap::{ToolInvocation, ToolResult};
+use reqwest::Url;
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use super::notifier::{CallTracker, ToolServerTarget, TrackerFull};
+use super::valid_id;
+use crate::sync::lock;
+use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
+
+/// How many calls an [`Invoker`] lets wait for their results at once by default.
+pub const DEFAULT_MAX_PENDING: usize = 1024;
+
+/// How long `POST /invoke` may take by default (the tool's answer is immediate; its result
+/// comes later, through the callback, and has no time limit of its own).
+pub const DEFAULT_INVOKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One tool call to make: what [`Invoker::invoke`] posts as the RAP invocation body (the
+/// invoker adds its `callback_url`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    /// The operation (tool) to run.
+    pub operation: String,
+    /// Its arguments.
+    pub arguments: Map<String, Value>,
+    /// The conversation thread (`group_id`); a cancellation names it as `thread_id`.
+    pub thread_id: String,
+    /// The tool call (`id`); a cancellation names it as `tool_call_id`.
+    pub tool_call_id: String,
+    /// A correlation id the server echoes in its result.
+    pub call_id: Option<String>,
+    /// The user on whose behalf the call runs.
+    pub user_id: Option<String>,
+}
+
+impl Invocation {
+    /// A call of `operation` without arguments, identified by `thread_id` and `tool_call_id`
+    /// (each 1 to [`MAX_ID_LEN`](super::MAX_ID_LEN) characters of `[A-Za-z0-9._:-]`).
+    pub fn new(
+        operation: impl Into<String>,
+        thread_id: impl Into<String>,
+        tool_call_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            operation: operation.into(),
+            arguments: Map::new(),
+            thread_id: thread_id.into(),
+            tool_call_id: tool_call_id.into(),
+            call_id: None,
+            user_id: None,
+        }
+    }
+
+    /// The same call with `arguments` (a JSON object; anything else counts as no arguments).
+    pub fn arguments(mut self, arguments: Value) -> Self {
+        self.arguments = match arguments {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        self
+    }
+}
+
+/// Why [`Invoker::invoke`] produced no result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvokeError {
+    /// [`Invoker::max_pending`] calls are already waiting for their results; nothing was sent.
+    #[error("too many tool calls waiting for a result: {pending} pending, the limit is {limit}")]
+    Full {
+        /// How many calls are waiting.
+        pending: usize,
+        /// The invoker's limit.
+        limit: usize,
+    },
+    /// The [`CallTracker`] is full of running calls; nothing was sent.
+    #[error(transparent)]
+    TrackerFull(#[from] TrackerFull),
+    /// The thread or tool call id is not a valid RAP id; nothing was sent.
+    #[error("thread and tool call ids must be 1-256 characters of [A-Za-z0-9._:-]")]
+    InvalidId,
+    /// A call with the same thread and tool call ids is already waiting; nothing was sent.
+    #[error("tool call {tool_call_id} of thread {thread_id} is already waiting for its result")]
+    Duplicate {
+        /// The thread id.
+        thread_id: String,
+        /// The tool call id.
+        tool_call_id: String,
+    },
+    /// The tool server answered `/invoke` with an error status; the call did not start.
+    #[error("the tool server refused the invocation with HTTP {status}: {body}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the response body.
+        body: String,
+    },
+    /// The tool server could not be reached (or did not answer within the invoke timeout).
+    /// Whether the call started is unknown, so the tool servers were told to cancel it.
+    #[error("cannot invoke the tool: {0}")]
+    Unreachable(String),
+    /// The call's cancellation scope was cancelled before its result arrived: the tool servers
+    /// were sent `/cancel_tool_call`, and the tracker recorded `interrupted` (the synthetic
+    /// result to show in the call's place).
+    #[error("{cancelled}")]
+    Cancelled {
+        /// Why.
+        cancelled: Cancelled,
+        /// The synthetic `tool_result` the [`CallTracker`] recorded.
+        interrupted: Value,
+    },
+    /// The call was forgotten without a result (its waiting slot was released by other means).
+    #[error("the tool call was forgotten without a result")]
+    Closed,
+}
+
+impl From<InvokeError> for JsonRpcError {
+    /// A cancelled call stays -32800 (so a `#[cancellable]` handler can use `?`); the rest are
+    /// -32603.
+    fn from(error: InvokeError) -> Self {
+        match error {
+            InvokeError::Cancelled { cancelled, .. } => cancelled.into(),
+            other => JsonRpcError::internal(other.to_string()),
+        }
+    }
+}
+
+/// What [`Invoker::deliver`] did with a `tool_result`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivered {
+    /// Handed to the call waiting for it.
+    Accepted,
+    /// Dropped: its call was cancelled (the tracker has recorded `interrupted`), already
+    /// answered, or is unknown.
+    Dropped,
+    /// Not a `tool_result` with valid ids; ignored.
+    Malformed,
+}
+
+type CallKey = (String, String);
+
+struct Inner {
+    tracker: Arc<CallTracker>,
+    http: reqwest::Client,
+    callback_url: String,
+    callback_path: String,
+    max_pending: usize,
+    /// The calls waiting for their results, at most `max_pending`.
+    waiting: Mutex<HashMap<CallKey, oneshot::Sender<ToolResult>>>,
+}
+
+/// Invokes RAP tools and waits for their results, cancelling them when the wait is given up.
+///
+/// [`invoke`](Self::invoke) posts the invocation to a tool server's `/invoke` with the
+/// invoker's callback URL, and returns a future ([`Invoke`]) that resolves with the
+/// `tool_result` the server later posts there. [`callback_router`](Self::callback_router) is
+/// the route that receives those results; the runtime serves it at the callback URL. Results go
+/// through the [`CallTracker`], so a result that crosses a cancellation is dropped.
+///
+/// When the future is dropped before the result arrives, or when the cancellation scope it was
+/// created in is cancelled (a `#[cancellable]` caller, a peer's cancel), the call is cancelled
+/// through [`CallTracker::cancel`]: the tracker records the synthetic `interrupted` result, and
+/// its [`Notifier`](super::Notifier) sends `/cancel_tool_call` to every tool server at once,
+/// without waiting. No cancellation code is needed in the caller.
+///
+/// Bounded: at most [`max_pending`](Self::max_pending) calls wait at once
+/// ([`InvokeError::Full`] beyond), and the tracker has its own bound.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use cancelkit::rap::{CallTracker, Invocation, Invoker, Notifier, ToolServerTarget};
+///
+/// let tools = ToolServerTarget::new("http://127.0.0.1:8701").with_bearer_token("token");
+/// let notifier = Notifier::new([tools.clone()], Duration::from_secs(2));
+/// let tracker = Arc::new(CallTracker::new(Some(notifier)));
+/// let invoker = Invoker::new(tracker, "http://127.0.0.1:8700/tool_result")?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8700").await?;
+/// tokio::spawn(axum::serve(listener, invoker.callback_router()).into_future());
+///
+/// let call = Invocation::new("run", "thread-1", "call-1")
+///     .arguments(serde_json::json!({"script": "sleep 1; echo done"}));
+/// let result = invoker.invoke(&tools, call).await?; // dropped or cancelled: /cancel_tool_call
+/// println!("{:?}", result.text);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Invoker {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Invoker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invoker")
+            .field("callback_url", &self.inner.callback_url)
+            .field("pending", &self.pending())
+            .field("max_pending", &self.inner.max_pending)
+            .finish()
+    }
+}
+
+/// A callback URL given to [`Invoker::new`] that is not an absolute `http`/`https` URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an absolute http or https callback URL")]
+pub struct InvalidCallbackUrl(pub String);
+
+impl Invoker {
+    /// An invoker whose tool servers post results to `callback_url` (serve
+    /// [`callback_router`](Self::callback_router) there), tracking calls with `tracker` (give
+    /// it a [`Notifier`](super::Notifier), or cancellations reach no tool server).
+    pub fn new(
+        tracker: Arc<CallTracker>,
+        callback_url: impl Into<String>,
+    ) -> Result<Self, InvalidCallbackUrl> {
+        let callback_url = callback_url.into();
+        let url = Url::parse(&callback_url)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+            .ok_or_else(|| InvalidCallbackUrl(callback_url.clone()))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                tracker,
+                http: http_client(DEFAULT_INVOKE_TIMEOUT),
+                callback_path: url.path().to_owned(),
+                callback_url,
+                max_pending: DEFAULT_MAX_PENDING,
+                waiting: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The same invoker, letting at most `max_pending` calls (at least one) wait for their
+    /// results at once. Call it before cloning the invoker or invoking anything.
+    pub fn max_pending(mut self, max_pending: usize) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.max_pending = max_pending.max(1);
+        }
+        self
+    }
+
+    /// The same invoker, giving up on `POST /invoke` after `timeout` (default
+    /// [`DEFAULT_INVOKE_TIMEOUT`]). Call it before cloning the invoker or invoking anything.
+    pub fn invoke_timeout(mut self, timeout: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.http = http_client(timeout);
+        }
+        self
+    }
+
+    /// The call tracker.
+    pub fn tracker(&self) -> &Arc<CallTracker> {
+        &self.inner.tracker
+    }
+
+    /// The URL tool servers post results to.
+    pub fn callback_url(&self) -> &str {
+        &self.inner.callback_url
+    }
+
+    /// How many calls are waiting for their results.
+    pub fn pending(&self) -> usize {
+        lock(&self.inner.waiting).len()
+    }
+
+    /// `POST {path of the callback URL}`: receives `tool_result`s and hands them to
+    /// [`deliver`](Self::deliver). Always answers an empty 200 to a JSON body, so a tool server
+    /// learns nothing about the call; serve it on the callback URL's origin.
+    pub fn callback_router(&self) -> axum::Router {
+        let invoker = self.clone();
+        axum::Router::new().route(
+            &self.inner.callback_path,
+            axum::routing::post(move |axum::Json(result): axum::Json<Value>| {
+                let invoker = invoker.clone();
+                async move {
+                    invoker.deliver(result);
+                    StatusCode::OK.into_response()
+                }
+            }),
+        )
+    }
+
+    /// Accepts a `tool_result` a tool server posted (for runtimes that receive results on a
+    /// route of their own): the waiting call gets it, unless the tracker drops it because the
+    /// call was cancelled, already answered, or is unknown.
+    pub fn deliver(&self, result: Value) -> Delivered {
+        let Ok(parsed) = serde_json::from_value::<ToolResult>(result.clone()) else {
+            tracing::warn!("ignored a callback that is not a tool_result");
+            return Delivered::Malformed;
+        };
+        if !valid_id(&parsed.group_id) || !valid_id(&parsed.id) {
+            tracing::warn!("ignored a tool_result with invalid ids");
+            return Delivered::Malformed;
+        }
+        let key = (parsed.group_id.clone(), parsed.id.clone());
+        if self.inner.tracker.deliver(result).is_none() {
+            return Delivered::Dropped;
+        }
+        match lock(&self.inner.waiting).remove(&key) {
+            Some(waiting) => match waiting.send(parsed) {
+                Ok(()) => Delivered::Accepted,
+                // The caller stopped waiting at this very moment; the tool had finished.
+                Err(_) => Delivered::Dropped,
+            },
+            None => {
+                tracing::info!(thread_id = %key.0, tool_call_id = %key.1, "a tool_result for a call not made through this invoker");
+                Delivered::Dropped
+            }
+        }
+    }
+
+    /// Invokes `invocation` on `server` (`POST {base_url}/invoke`, with the server's bearer
+    /// token) and returns a future that resolves with the call's `tool_result`.
+    ///
+    /// The call is registered with the tracker and as waiting before anything is sent, so a
+    /// result that arrives before `/invoke` is answered is not lost. The future takes the
+    /// ambient cancellation scope of the task that calls `invoke`: when that scope is
+    /// cancelled, or the future is dropped unanswered, the call is cancelled at the tool
+    /// servers (see [`Invoker`]).
+    pub fn invoke(&self, server: &ToolServerTarget, invocation: Invocation) -> Invoke {
+        let scope = crate::current_scope();
+        let inner = Arc::clone(&self.inner);
+        let server = server.clone();
+        Invoke {
+            future: Box::pin(run(inner, server, invocation, scope)),
+        }
+    }
+}
+
+fn http_client(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a plain HTTP client builds")
+}
+
+/// A tool call waiting for its result; from [`Invoker::invoke`].
+///
+/// Dropping it before it resolves cancels the call: the tracker records `interrupted` and
+/// every tool server gets `/cancel_tool_call`.
+#[must_use = "dropping an invocation cancels the tool call"]
+pub struct Invoke {
+    future: Pin<Box<dyn Future<Output = Result<ToolResult, InvokeError>> + Send>>,
+}
+
+impl std::fmt::Debug for Invoke {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invoke").finish_non_exhaustive()
+    }
+}
+
+impl Future for Invoke {
+    type Output = Result<ToolResult, InvokeError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.future.as_mut().poll(cx)
+    }
+}
+
+/// A registered call: while armed, dropping it forgets the waiting slot and cancels the call.
+struct Registered {
+    inner: Arc<Inner>,
+    key: CallKey,
+    armed: bool,
+}
+
+impl Registered {
+    /// Cancels the call now; the synthetic result the tracker recorded, if it was running.
+    fn cancel(&mut self) -> Option<Value> {
+        self.armed = false;
+        lock(&self.inner.waiting).remove(&self.key);
+        self.inner.tracker.cancel(&self.key.0, &self.key.1)
+    }
+
+    /// The call ended without a result (the server refused it): forget it, cancelling nothing.
+    fn forget(&mut self, why: &str) {
+        self.armed = false;
+        lock(&self.inner.waiting).remove(&self.key);
+        // Closing the tracker's record with the failure as the call's result.
+        let _ = self.inner.tracker.deliver(json!({
+            "type": "tool_result",
+            "group_id": self.key.0,
+            "id": self.key.1,
+            "text": why,
+            "is_error": true,
+        }));
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::info!(thread_id = %self.key.0, tool_call_id = %self.key.1, "a tool call's result is no longer awaited; cancelling it");
+            self.cancel();
+        }
+    }
+}
+
+/// The synthetic result of a cancelled call, as [`CallTracker::cancel`] records it.
+fn interrupted(key: &CallKey) -> Value {
+    json!({"type": "tool_result", "group_id": key.0, "id": key.1, "text": "interrupted", "is_error": true})
+}
+
+/// Completes when `scope` is cancelled; never without a scope.
+async fn scope_cancelled(scope: Option<&Scope>) -> Cancelled {
+    match scope {
+        Some(scope) => {
+            scope.token().cancelled().await;
+            Cancelled::new(scope.cancel_reason().unwrap_or(CancelReason::Parent))
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn run(
+    inner: Arc<Inner>,
+    server: ToolServerTarget,
+    invocation: Invocation,
+    scope: Option<Scope>,
+) -> Result<ToolResult, InvokeError> {
+    if !valid_id(&invocation.thread_id) || !valid_id(&invocation.tool_call_id) {
+        return Err(InvokeError::InvalidId);
+    }
+    let key = (
+        invocation.thread_id.clone(),
+        invocation.tool_call_id.clone(),
+    );
+    if let Some(scope) = &scope
+        && scope.token().is_cancelled()
+    {
+        // Cancelled before anything was sent: nothing to tell the tool servers.
+        return Err(InvokeError::Cancelled {
+            cancelled: Cancelled::new(scope.cancel_reason().unwrap_or(CancelReason::Parent)),
+            interrupted: interrupted(&key),
+        });
+    }
+    let (tx, mut rx) = oneshot::channel();
+    {
+        let mut waiting = lock(&inner.waiting);
+        if waiting.contains_key(&key) {
+            return Err(InvokeError::Duplicate {
+                thread_id: key.0,
+                tool_call_id: key.1,
+            });
+        }
+        if waiting.len() >= inner.max_pending {
+            tracing::warn!(
+                limit = inner.max_pending,
+                "refused a tool call: too many waiting for results"
+            );
+            return Err(InvokeError::Full {
+                pending: waiting.len(),
+                limit: inner.max_pending,
+            });
+        }
+        inner.tracker.start(&key.0, &key.1)?;
+        waiting.insert(key.clone(), tx);
+    }
+    let mut call = Registered {
+        inner: Arc::clone(&inner),
+        key,
+        armed: true,
+    };
+    let cancelled = |call: &mut Registered, cancelled: Cancelled| InvokeError::Cancelled {
+        interrupted: call.cancel().unwrap_or_else(|| interrupted(&call.key)),
+        cancelled,
+    };
+
+    let body = ToolInvocation {
+        arguments: invocation.arguments,
+        call_id: invocation.call_id,
+        callback_url: inner.callback_url.clone(),
+        group_id: invocation.thread_id,
+        id: invocation.tool_call_id,
+        operation: invocation.operation,
+        thread_ancestors: Vec::new(),
+        user_id: invocation.user_id,
+    };
+    let url = format!("{}/invoke", server.base_url.trim_end_matches('/'));
+    let mut request = inner.http.post(url).json(&body);
+    if let Some(token) = &server.bearer_token {
+        request = request.bearer_auth(token);
+    }
+    let sent = tokio::select! {
+        biased;
+        why = scope_cancelled(scope.as_ref()) => return Err(cancelled(&mut call, why)),
+        sent = request.send() => sent,
+    };
+    match sent {
+        Ok(response) if response.status().is_success() => {}
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            let body: String = text.chars().take(512).collect();
+            call.forget(&format!(
+                "the tool server refused the invocation with HTTP {status}"
+            ));
+            return Err(InvokeError::Refused { status, body });
+        }
+        Err(e) => {
+            // The server may have started the call before the connection failed: cancel it.
+            call.cancel();
+            return Err(InvokeError::Unreachable(e.to_string()));
+        }
+    }
+    tokio::select! {
+        biased;
+        result = &mut rx => {
+            call.armed = false;
+            result.map_err(|_| InvokeError::Closed)
+        }
+        why = scope_cancelled(scope.as_ref()) => Err(cancelled(&mut call, why)),
+    }
+}

@@ -1,0 +1,380 @@
+//! The runtime-side invoke client (`cancelkit::rap::Invoker`) against the real `ToolServer`,
+//! over loopback HTTP: results arrive through the callback route; dropping the future, or
+//! cancelling its scope, sends `/cancel_tool_call` (the tool's scope is cancelled by it) and
+//! leaves the tracker saying "interrupted"; a late result is dropped; the pending bound holds.
+
+#![cfg(unix)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cancelkit::rap::{
+    CallTracker, Delivered, Invocation, InvokeError, Invoker, Notifier, ToolCall, ToolError,
+    ToolOutput, ToolServer, ToolServerTarget,
+};
+use cancelkit::{CancelReason, JsonRpcError, Scope, cancellable};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+const TOKEN: &str = "s3cret";
+
+/// Serves `router` on a fresh loopback port (with client addresses, for the rate limit).
+async fn serve(listener: TcpListener, router: axum::Router) {
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+}
+
+/// What the tool server's `sleep` tool saw when it stopped early: (tool call id, reason).
+type Stops = Arc<Mutex<Vec<(String, String)>>>;
+
+/// Records why a `sleep` call stopped, if it stopped before its end.
+struct StopLog {
+    stops: Stops,
+    id: String,
+    done: bool,
+}
+
+impl Drop for StopLog {
+    fn drop(&mut self) {
+        if !self.done {
+            let reason = cancelkit::cancel_reason().map(|r| r.to_string());
+            self.stops
+                .lock()
+                .unwrap()
+                .push((self.id.clone(), reason.unwrap_or_default()));
+        }
+    }
+}
+
+#[cancellable]
+async fn sleep_tool(args: Value, call: ToolCall, stops: Stops) -> Result<ToolOutput, ToolError> {
+    let mut log = StopLog {
+        stops,
+        id: call.tool_call_id.clone(),
+        done: false,
+    };
+    tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+    log.done = true;
+    Ok(ToolOutput::Text(format!("{} slept", call.tool_call_id)))
+}
+
+/// `future`, or a panic after 10 s (so a result that never comes fails the test).
+async fn within<T>(future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), future)
+        .await
+        .expect("no answer within 10 s")
+}
+
+struct Rig {
+    server: ToolServer,
+    target: ToolServerTarget,
+    invoker: Invoker,
+    stops: Stops,
+}
+
+/// A real tool server (`echo`, `sleep`) and an invoker whose callback route is served on
+/// loopback, its tracker notifying that server.
+async fn rig(max_pending: usize) -> Rig {
+    let callbacks = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", callbacks.local_addr().unwrap());
+    let stops = Stops::default();
+    let server = {
+        let stops = stops.clone();
+        ToolServer::builder("invoke-tests")
+            .bearer_token(TOKEN)
+            .allow_callback_origin(&origin)
+            .unwrap()
+            .operation(
+                "echo",
+                "Returns its text",
+                json!({"type": "object"}),
+                |args: Value, _call: ToolCall| async move {
+                    Ok(ToolOutput::from(args["text"].as_str().unwrap_or_default()))
+                },
+            )
+            .operation(
+                "sleep",
+                "Sleeps for ms milliseconds",
+                json!({"type": "object"}),
+                move |args: Value, call: ToolCall| sleep_tool(args, call, stops.clone()),
+            )
+            .build()
+    };
+    let tools = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = ToolServerTarget::new(format!("http://{}", tools.local_addr().unwrap()))
+        .with_bearer_token(TOKEN);
+    serve(tools, server.router()).await;
+    let notifier = Notifier::new([target.clone()], Duration::from_secs(2));
+    let tracker = Arc::new(CallTracker::new(Some(notifier)));
+    let invoker = Invoker::new(tracker, format!("{origin}/tool_result"))
+        .unwrap()
+        .max_pending(max_pending);
+    serve(callbacks, invoker.callback_router()).await;
+    Rig {
+        server,
+        target,
+        invoker,
+        stops,
+    }
+}
+
+impl Rig {
+    fn sleep(&self, id: &str, ms: u64) -> Invocation {
+        Invocation::new("sleep", "thread-1", id).arguments(json!({"ms": ms}))
+    }
+
+    /// Waits (at most 5 s) until the tool server runs `n` calls.
+    async fn until_running(&self, n: usize) {
+        for _ in 0..500 {
+            if self.server.running() == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "the tool server runs {} calls, not {n}",
+            self.server.running()
+        );
+    }
+
+    /// Waits (at most 5 s) for the tool server's `sleep` to record `n` early stops.
+    async fn stops(&self, n: usize) -> Vec<(String, String)> {
+        for _ in 0..500 {
+            let stops = self.stops.lock().unwrap().clone();
+            if stops.len() >= n {
+                return stops;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stops = self.stops.lock().unwrap().clone();
+        panic!("expected {n} stops, saw {stops:?}");
+    }
+
+    /// The tracker has the call as cancelled: not running (a cancel does nothing), still
+    /// remembered, and its result is dropped.
+    fn assert_interrupted(&self, id: &str) {
+        let tracker = self.invoker.tracker();
+        assert_eq!(tracker.len(), 1, "the cancelled call is remembered");
+        assert!(
+            tracker.cancel("thread-1", id).is_none(),
+            "the call is no longer running"
+        );
+        let late = json!({"type": "tool_result", "group_id": "thread-1", "id": id, "text": "late"});
+        assert_eq!(self.invoker.deliver(late), Delivered::Dropped);
+        assert_eq!(self.invoker.pending(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_result_is_delivered_through_the_callback_route() {
+    let rig = rig(8).await;
+    let call = Invocation::new("echo", "thread-1", "call-1").arguments(json!({"text": "hi"}));
+    let result = within(rig.invoker.invoke(&rig.target, call)).await.unwrap();
+    assert_eq!(result.text.as_deref(), Some("hi"));
+    assert_eq!(
+        (result.group_id.as_str(), result.id.as_str()),
+        ("thread-1", "call-1")
+    );
+    let result = within(rig.invoker.invoke(&rig.target, rig.sleep("call-2", 50)))
+        .await
+        .unwrap();
+    assert_eq!(result.text.as_deref(), Some("call-2 slept"));
+    assert!(
+        rig.invoker.tracker().is_empty(),
+        "delivered calls are forgotten"
+    );
+    assert_eq!(rig.invoker.pending(), 0);
+    assert!(rig.stops.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn dropping_the_future_sends_cancel_tool_call() {
+    let rig = rig(8).await;
+    let call = rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000));
+    let waited = tokio::time::timeout(Duration::from_millis(300), call).await;
+    assert!(waited.is_err(), "the sleep is still running: {waited:?}");
+    // The timeout dropped the future: the tool server got /cancel_tool_call and its call's
+    // scope was cancelled by it.
+    let stops = rig.stops(1).await;
+    assert_eq!(
+        stops,
+        [(
+            "call-1".to_owned(),
+            "cancelled by the peer: /cancel_tool_call".to_owned()
+        )]
+    );
+    rig.until_running(0).await;
+    rig.assert_interrupted("call-1");
+}
+
+#[tokio::test]
+async fn cancelling_the_scope_sends_cancel_tool_call_and_answers_interrupted() {
+    let rig = rig(8).await;
+    let (scope, canceller) = Scope::root();
+    let invoker = rig.invoker.clone();
+    let target = rig.target.clone();
+    let call = rig.sleep("call-1", 60_000);
+    let task = tokio::spawn(scope.run(async move { invoker.invoke(&target, call).await }));
+    rig.until_running(1).await;
+    canceller.cancel(CancelReason::Peer(Some("user pressed stop".into())));
+    let outcome = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the invoke future resolves at the cancel")
+        .unwrap();
+    match outcome {
+        Err(InvokeError::Cancelled {
+            cancelled,
+            interrupted,
+        }) => {
+            assert_eq!(
+                cancelled.reason,
+                CancelReason::Peer(Some("user pressed stop".into()))
+            );
+            assert_eq!(interrupted["text"], "interrupted");
+            assert_eq!(interrupted["is_error"], true);
+            assert_eq!(interrupted["id"], "call-1");
+        }
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    let stops = rig.stops(1).await;
+    assert_eq!(stops[0].1, "cancelled by the peer: /cancel_tool_call");
+    rig.until_running(0).await;
+    rig.assert_interrupted("call-1");
+}
+
+/// A `#[cancellable]` caller with a timeout: its scope is cancelled at the timeout, the call is
+/// cancelled at the tool server, and `?` turns it into -32800.
+#[cancellable(timeout = "300ms")]
+async fn ask_the_tool(invoker: Invoker, target: ToolServerTarget) -> Result<String, JsonRpcError> {
+    let call = Invocation::new("sleep", "thread-1", "call-1").arguments(json!({"ms": 60_000}));
+    let result = invoker.invoke(&target, call).await?;
+    Ok(result.text.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_cancellable_callers_timeout_cancels_the_tool_call() {
+    let rig = rig(8).await;
+    let error = ask_the_tool(rig.invoker.clone(), rig.target.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.code.code(), -32800, "{error:?}");
+    let stops = rig.stops(1).await;
+    assert_eq!(stops[0].1, "cancelled by the peer: /cancel_tool_call");
+    rig.until_running(0).await;
+    rig.assert_interrupted("call-1");
+}
+
+#[tokio::test]
+async fn a_late_result_after_a_cancel_is_dropped() {
+    let rig = rig(8).await;
+    let call = rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000));
+    let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
+    rig.stops(1).await;
+    // A tool server that sends its result anyway, as the crossing allows: POSTed to the real
+    // callback route, answered 200 like anything else, and dropped.
+    let late = json!({"type": "tool_result", "group_id": "thread-1", "id": "call-1", "text": "finished after all"});
+    let response = reqwest::Client::new()
+        .post(rig.invoker.callback_url())
+        .json(&late)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.text().await.unwrap(),
+        "",
+        "nothing about the call is revealed"
+    );
+    assert_eq!(rig.invoker.deliver(late), Delivered::Dropped);
+    rig.assert_interrupted("call-1");
+    // A result for a call never made, and a malformed one, are dropped too.
+    let unknown =
+        json!({"type": "tool_result", "group_id": "thread-1", "id": "nobody", "text": "x"});
+    assert_eq!(rig.invoker.deliver(unknown), Delivered::Dropped);
+    assert_eq!(
+        rig.invoker.deliver(json!({"id": "call-1"})),
+        Delivered::Malformed
+    );
+    let bad_id = json!({"type": "tool_result", "group_id": "../x", "id": "call-1", "text": "x"});
+    assert_eq!(rig.invoker.deliver(bad_id), Delivered::Malformed);
+}
+
+#[tokio::test]
+async fn at_most_max_pending_calls_wait() {
+    let rig = rig(2).await;
+    let first = tokio::spawn(rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000)));
+    let second = tokio::spawn(rig.invoker.invoke(&rig.target, rig.sleep("call-2", 60_000)));
+    rig.until_running(2).await;
+    let refused = within(rig.invoker.invoke(&rig.target, rig.sleep("call-3", 0)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            InvokeError::Full {
+                pending: 2,
+                limit: 2
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.to_string(),
+        "too many tool calls waiting for a result: 2 pending, the limit is 2"
+    );
+    assert_eq!(rig.server.running(), 2, "the refused call was never sent");
+    // A place frees as soon as a waiting call is given up (and cancelled).
+    first.abort();
+    let _ = first.await;
+    rig.stops(1).await;
+    let result = within(rig.invoker.invoke(&rig.target, rig.sleep("call-4", 10)))
+        .await
+        .unwrap();
+    assert_eq!(result.text.as_deref(), Some("call-4 slept"));
+    second.abort();
+    let _ = second.await;
+    rig.stops(2).await;
+    rig.until_running(0).await;
+    assert_eq!(rig.invoker.pending(), 0);
+}
+
+#[tokio::test]
+async fn a_refused_invocation_is_an_error_and_is_forgotten() {
+    let rig = rig(8).await;
+    let error = within(rig.invoker.invoke(
+        &rig.target,
+        Invocation::new("no_such_tool", "thread-1", "call-1"),
+    ))
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&error, InvokeError::Refused { status: 400, body } if body.contains("no operation")),
+        "{error:?}"
+    );
+    let wrong_token = ToolServerTarget::new(rig.target.base_url.clone()).with_bearer_token("x");
+    let error = within(rig.invoker.invoke(&wrong_token, rig.sleep("call-2", 0)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, InvokeError::Refused { status: 401, .. }),
+        "{error:?}"
+    );
+    assert!(rig.invoker.tracker().is_empty());
+    assert_eq!(rig.invoker.pending(), 0);
+    let error = within(rig.invoker.invoke(&rig.target, rig.sleep("a b", 0)))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, InvokeError::InvalidId), "{error:?}");
+    assert!(
+        rig.stops.lock().unwrap().is_empty(),
+        "nothing was cancelled"
+    );
+}
