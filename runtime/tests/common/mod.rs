@@ -24,7 +24,7 @@ pub enum Event {
 }
 
 #[derive(Clone)]
-pub struct Events(mpsc::UnboundedSender<Event>);
+pub struct Events(pub mpsc::UnboundedSender<Event>);
 
 struct Guard {
     events: Events,
@@ -312,10 +312,21 @@ pub struct Served {
 
 /// A server `Peer` with the standard router, configured by `configure`, and the raw wire to it.
 pub fn serve(protocol: Protocol, configure: impl FnOnce(PeerBuilder) -> PeerBuilder) -> Served {
+    serve_extended(protocol, |router, _| router, configure)
+}
+
+/// [`serve`] with routes added to the standard router (`extend` gets the events too).
+pub fn serve_extended(
+    protocol: Protocol,
+    extend: impl FnOnce(Router, Events) -> Router,
+    configure: impl FnOnce(PeerBuilder) -> PeerBuilder,
+) -> Served {
     let (tx, events) = mpsc::unbounded_channel();
     let (client_io, server_io) = tokio::io::duplex(1 << 16);
     let (read, write) = tokio::io::split(server_io);
-    let builder = configure(Peer::builder(protocol).router(router(Events(tx))));
+    let events_tx = Events(tx);
+    let router = extend(router(events_tx.clone()), events_tx);
+    let builder = configure(Peer::builder(protocol).router(router));
     let framing = protocol.default_framing();
     let server = builder.connect(read, write);
     let (read, write) = tokio::io::split(client_io);
