@@ -1,15 +1,16 @@
-//! Starts the `mcp_server` example as a child process, calls its `sleep` tool for 10 s, gives up
-//! after 1 s (the dropped call sends `notifications/cancelled`), and shows the server is still
-//! serving.
+//! Starts the `mcp_server` example as a child process, starts MCP the 2026-07-28 way
+//! (`server/discover`, falling back to `initialize` for a legacy server; with `--legacy` it asks
+//! for 2025-11-25 with `initialize` only), calls its `sleep` tool for 10 s, gives up after 1 s
+//! (the dropped call sends `notifications/cancelled`), and shows the server is still serving.
 //!
 //! ```text
-//! cargo run -p cancelkit --example mcp_client
+//! cargo run -p cancelkit --example mcp_client [-- --legacy]
 //! ```
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cancelkit::peer::{McpRevision, Peer, Protocol, RequestError};
+use cancelkit::peer::{DEFAULT_DISCOVER_TIMEOUT, McpRevision, Peer, Protocol, RequestError};
 use serde_json::{Value, json};
 
 #[path = "support/child.rs"]
@@ -24,14 +25,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .kill_on_drop(true)
         .spawn()?;
     let (stdin, stdout) = (server.stdin.take().unwrap(), server.stdout.take().unwrap());
-    let peer = Peer::builder(Protocol::Mcp(McpRevision::V2025_11_25)).connect(stdout, stdin);
+    let revision = if std::env::args().any(|a| a == "--legacy") {
+        McpRevision::V2025_11_25
+    } else {
+        McpRevision::Negotiated
+    };
+    let info = json!({"name": "mcp_client", "version": "0"});
+    let peer = Peer::builder(Protocol::Mcp(revision))
+        .client_info(info.clone())
+        .connect(stdout, stdin);
     let mcp = peer.handle();
 
-    let init: Value = mcp
-        .request("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "mcp_client", "version": "0"}}))
+    let negotiated = mcp
+        .discover_or_initialize(info, DEFAULT_DISCOVER_TIMEOUT)
         .await?;
-    println!("initialized: server speaks {}", init["protocolVersion"]);
-    mcp.notify("notifications/initialized", json!({})).await?;
+    match negotiated.revision.as_str() {
+        Some("2026-07-28") => println!(
+            "discovered: server speaks {} (no handshake; every request carries _meta)",
+            negotiated.server["supportedVersions"]
+        ),
+        _ => println!(
+            "initialized: server speaks {}",
+            negotiated.server["protocolVersion"]
+        ),
+    }
 
     let start = Instant::now();
     let call = mcp

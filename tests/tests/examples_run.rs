@@ -12,6 +12,11 @@ use cancelkit_tests::example;
 /// Builds the server example `server` and the client example `client`, runs the client, and
 /// returns its stdout and stderr (the server's log goes to the client's stderr).
 fn run(server: &str, client: &str) -> (String, String) {
+    run_with(server, client, &[])
+}
+
+/// [`run`] with arguments for the client.
+fn run_with(server: &str, client: &str, args: &[&str]) -> (String, String) {
     let server_binary = example(server);
     let client_binary = example(client);
     assert_eq!(
@@ -20,6 +25,7 @@ fn run(server: &str, client: &str) -> (String, String) {
         "the client example looks for {server} next to itself"
     );
     let output = Command::new(&client_binary)
+        .args(args)
         .env("RUST_LOG", "info")
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", client_binary.display()));
@@ -34,11 +40,25 @@ fn run(server: &str, client: &str) -> (String, String) {
 
 #[test]
 fn mcp_client_cancels_a_sleep_on_mcp_server() {
-    let (stdout, stderr) = run("mcp_server", "mcp_client");
+    let (stdout, stderr) = run_with("mcp_server", "mcp_client", &[]);
+    assert!(
+        stdout.contains("discovered: server speaks [\"2026-07-28\",\"2025-11-25\",\"2024-11-05\"]"),
+        "{stdout}"
+    );
+    assert_cancelled_and_still_serving(&stdout, &stderr);
+}
+
+#[test]
+fn mcp_client_cancels_a_sleep_on_mcp_server_after_a_legacy_initialize() {
+    let (stdout, stderr) = run_with("mcp_server", "mcp_client", &["--legacy"]);
     assert!(
         stdout.contains("initialized: server speaks \"2025-11-25\""),
         "{stdout}"
     );
+    assert_cancelled_and_still_serving(&stdout, &stderr);
+}
+
+fn assert_cancelled_and_still_serving(stdout: &str, stderr: &str) {
     assert!(
         stdout.contains("gave up after 1s; notifications/cancelled sent"),
         "{stdout}"
