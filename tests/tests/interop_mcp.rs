@@ -1,4 +1,4 @@
-//! Our MCP bindings against rmcp's model types, both directions and both revisions.
+//! Our MCP bindings against rmcp's model types, both directions and all three revisions.
 
 use cancelkit_protocol::jsonrpc::RequestId;
 use cancelkit_protocol::mcp::{v2024_11_05 as v2024, v2025_11_25 as v2025};
@@ -175,4 +175,76 @@ fn cancel_method_tables() {
         ["notifications/cancelled", "tasks/cancel"]
     );
     assert_eq!(v2025::CancelTaskRequest::METHOD, "tasks/cancel");
+}
+
+/// 2026-07-28: our bindings read what rmcp 3.9 writes and rmcp reads what ours write, for the
+/// cancel notification, `server/discover` and the tasks extension's task, state and ack.
+mod v2026 {
+    use super::*;
+    use cancelkit_protocol::mcp::v2026_07_28 as ours;
+
+    fn example(name: &str) -> serde_json::Value {
+        let path = cancelkit_tests::schema_dir()
+            .join("examples/mcp-2026-07-28")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_cancel_notification_round_trips_with_rmcp() {
+        let theirs = official_cancelled(Some(official::NumberOrString::Number(4)), Some("user"));
+        let mine: ours::CancelledNotification = convert(&theirs);
+        assert_eq!(mine.params.request_id, RequestId::Number(4));
+        let back: OfficialCancelled = convert(&mine);
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&theirs).unwrap()
+        );
+        // 2026-07-28 requires the id that rmcp (following 2025-11-25) may leave out.
+        let without = serde_json::to_value(official_cancelled(None, Some("task"))).unwrap();
+        assert!(serde_json::from_value::<ours::CancelledNotification>(without).is_err());
+    }
+
+    #[test]
+    fn discover_results_parse_both_ways() {
+        let mine: ours::DiscoverResult =
+            serde_json::from_value(example("DiscoverResult.valid-1.json")).unwrap();
+        let theirs: official::DiscoverResult = convert(&mine);
+        assert_eq!(theirs.supported_versions.len(), 3);
+        assert_eq!(theirs.result_type, official::ResultType::COMPLETE);
+        let back: ours::DiscoverResult = convert(&theirs);
+        assert_eq!(back.supported_versions, mine.supported_versions);
+    }
+
+    #[test]
+    fn extension_tasks_parse_both_ways() {
+        let created: ours::CreateTaskResult =
+            serde_json::from_value(example("CreateTaskResult.valid-1.json")).unwrap();
+        let theirs: official::CreateTaskResult = convert(&created);
+        assert_eq!(theirs.task.task_id, "task-7");
+        assert_eq!(theirs.task.ttl_ms, Some(60_000));
+        let back: ours::CreateTaskResult = convert(&theirs);
+        assert_eq!(back, created);
+
+        for name in [
+            "GetTaskResult.valid-2.json",
+            "GetTaskResult.valid-3.json",
+            "GetTaskResult.valid-4.json",
+        ] {
+            let state: ours::GetTaskResult = serde_json::from_value(example(name)).unwrap();
+            let theirs: official::GetTaskResult = convert(&state);
+            let back: ours::GetTaskResult = convert(&theirs);
+            assert_eq!(back, state, "{name}");
+        }
+
+        let ack: ours::CancelTaskResult =
+            serde_json::from_value(example("CancelTaskResult.valid-1.json")).unwrap();
+        let theirs: official::TaskAckResult = convert(&ack);
+        let back: ours::CancelTaskResult = convert(&theirs);
+        assert_eq!(back, ack);
+        // A 2025-11-25 answer (the task) is not an acknowledgement, for either side.
+        let legacy = json!({"taskId": "t", "status": "cancelled", "createdAt": "x", "lastUpdatedAt": "x", "ttl": 1});
+        assert!(serde_json::from_value::<official::TaskAckResult>(legacy.clone()).is_err());
+        assert!(serde_json::from_value::<ours::CancelTaskResult>(legacy).is_err());
+    }
 }
