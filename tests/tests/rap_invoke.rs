@@ -114,9 +114,10 @@ async fn rig(max_pending: usize) -> Rig {
     serve(tools, server.router()).await;
     let notifier = Notifier::new([target.clone()], Duration::from_secs(2));
     let tracker = Arc::new(CallTracker::new(Some(notifier)));
-    let invoker = Invoker::new(tracker, format!("{origin}/tool_result"))
-        .unwrap()
-        .max_pending(max_pending);
+    let invoker = Invoker::builder(tracker, format!("{origin}/tool_result"))
+        .max_pending(max_pending)
+        .build()
+        .unwrap();
     serve(callbacks, invoker.callback_router()).await;
     Rig {
         server,
@@ -305,6 +306,33 @@ async fn a_late_result_after_a_cancel_is_dropped() {
     );
     let bad_id = json!({"type": "tool_result", "group_id": "../x", "id": "call-1", "text": "x"});
     assert_eq!(rig.invoker.deliver(bad_id), Delivered::Malformed);
+}
+
+/// A call cancelled through the tracker itself (not by dropping its future) ends with
+/// `Closed` when its late result is dropped; a tracker shared with other code keeps its records
+/// of calls the invoker did not make.
+#[tokio::test]
+async fn a_call_cancelled_through_the_tracker_ends_when_its_result_is_dropped() {
+    let rig = rig(8).await;
+    let call = tokio::spawn(rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000)));
+    rig.until_running(1).await;
+    let tracker = rig.invoker.tracker();
+    assert!(tracker.cancel("thread-1", "call-1").is_some());
+    let stops = rig.stops(1).await;
+    assert_eq!(stops[0].1, "cancelled by the peer: /cancel_tool_call");
+    let late = json!({"type": "tool_result", "group_id": "thread-1", "id": "call-1", "text": "x"});
+    assert_eq!(rig.invoker.deliver(late), Delivered::Dropped);
+    let outcome = within(call).await.unwrap();
+    assert!(matches!(outcome, Err(InvokeError::Closed)), "{outcome:?}");
+
+    tracker.start("thread-1", "elsewhere").unwrap();
+    let other =
+        json!({"type": "tool_result", "group_id": "thread-1", "id": "elsewhere", "text": "x"});
+    assert_eq!(rig.invoker.deliver(other.clone()), Delivered::Dropped);
+    assert!(
+        tracker.deliver(other).is_some(),
+        "the other call's record is left to its owner"
+    );
 }
 
 #[tokio::test]

@@ -77,7 +77,7 @@ impl Invocation {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvokeError {
-    /// [`Invoker::max_pending`] calls are already waiting for their results; nothing was sent.
+    /// [`InvokerBuilder::max_pending`] calls are already waiting for their results; nothing was sent.
     #[error("too many tool calls waiting for a result: {pending} pending, the limit is {limit}")]
     Full {
         /// How many calls are waiting.
@@ -121,8 +121,9 @@ pub enum InvokeError {
         /// The synthetic `tool_result` the [`CallTracker`] recorded.
         interrupted: Value,
     },
-    /// The call was forgotten without a result (its waiting slot was released by other means).
-    #[error("the tool call was forgotten without a result")]
+    /// The call was cancelled through the tracker itself ([`CallTracker::cancel`]) rather than
+    /// by dropping this future or cancelling its scope, and its result was then dropped.
+    #[error("the tool call was cancelled through its tracker; its result was dropped")]
     Closed,
 }
 
@@ -175,7 +176,7 @@ struct Inner {
 /// its [`Notifier`](super::Notifier) sends `/cancel_tool_call` to every tool server at once,
 /// without waiting. No cancellation code is needed in the caller.
 ///
-/// Bounded: at most [`max_pending`](Self::max_pending) calls wait at once
+/// Bounded: at most [`max_pending`](InvokerBuilder::max_pending) calls wait at once
 /// ([`InvokeError::Full`] beyond), and the tracker has its own bound.
 ///
 /// ```no_run
@@ -212,6 +213,49 @@ impl std::fmt::Debug for Invoker {
     }
 }
 
+/// Configures an [`Invoker`] ([`Invoker::builder`]).
+#[derive(Debug)]
+pub struct InvokerBuilder {
+    tracker: Arc<CallTracker>,
+    callback_url: String,
+    max_pending: usize,
+    invoke_timeout: Duration,
+}
+
+impl InvokerBuilder {
+    /// Lets at most `max_pending` calls (at least one) wait for their results at once
+    /// (default [`DEFAULT_MAX_PENDING`]); more are refused with [`InvokeError::Full`].
+    pub fn max_pending(mut self, max_pending: usize) -> Self {
+        self.max_pending = max_pending.max(1);
+        self
+    }
+
+    /// Gives up on `POST /invoke` after `timeout` (default [`DEFAULT_INVOKE_TIMEOUT`]).
+    pub fn invoke_timeout(mut self, timeout: Duration) -> Self {
+        self.invoke_timeout = timeout;
+        self
+    }
+
+    /// The invoker; refused if the callback URL is not an absolute `http`/`https` URL.
+    pub fn build(self) -> Result<Invoker, InvalidCallbackUrl> {
+        let callback_url = self.callback_url;
+        let url = Url::parse(&callback_url)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+            .ok_or_else(|| InvalidCallbackUrl(callback_url.clone()))?;
+        Ok(Invoker {
+            inner: Arc::new(Inner {
+                tracker: self.tracker,
+                http: http_client(self.invoke_timeout),
+                callback_path: url.path().to_owned(),
+                callback_url,
+                max_pending: self.max_pending,
+                waiting: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
 /// A callback URL given to [`Invoker::new`] that is not an absolute `http`/`https` URL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not an absolute http or https callback URL")]
@@ -225,39 +269,23 @@ impl Invoker {
         tracker: Arc<CallTracker>,
         callback_url: impl Into<String>,
     ) -> Result<Self, InvalidCallbackUrl> {
-        let callback_url = callback_url.into();
-        let url = Url::parse(&callback_url)
-            .ok()
-            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
-            .ok_or_else(|| InvalidCallbackUrl(callback_url.clone()))?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                tracker,
-                http: http_client(DEFAULT_INVOKE_TIMEOUT),
-                callback_path: url.path().to_owned(),
-                callback_url,
-                max_pending: DEFAULT_MAX_PENDING,
-                waiting: Mutex::new(HashMap::new()),
-            }),
-        })
+        Self::builder(tracker, callback_url).build()
     }
 
-    /// The same invoker, letting at most `max_pending` calls (at least one) wait for their
-    /// results at once. Call it before cloning the invoker or invoking anything.
-    pub fn max_pending(mut self, max_pending: usize) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.max_pending = max_pending.max(1);
+    /// An invoker with other limits than the defaults; [`InvokerBuilder::build`] checks the
+    /// callback URL as [`new`](Self::new) does.
+    pub fn builder(tracker: Arc<CallTracker>, callback_url: impl Into<String>) -> InvokerBuilder {
+        InvokerBuilder {
+            tracker,
+            callback_url: callback_url.into(),
+            max_pending: DEFAULT_MAX_PENDING,
+            invoke_timeout: DEFAULT_INVOKE_TIMEOUT,
         }
-        self
     }
 
-    /// The same invoker, giving up on `POST /invoke` after `timeout` (default
-    /// [`DEFAULT_INVOKE_TIMEOUT`]). Call it before cloning the invoker or invoking anything.
-    pub fn invoke_timeout(mut self, timeout: Duration) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.http = http_client(timeout);
-        }
-        self
+    /// How many calls may wait for their results at once.
+    pub fn max_pending(&self) -> usize {
+        self.inner.max_pending
     }
 
     /// The call tracker.
@@ -305,19 +333,19 @@ impl Invoker {
             return Delivered::Malformed;
         }
         let key = (parsed.group_id.clone(), parsed.id.clone());
+        // Only calls waiting here are looked up in the tracker, so a tracker shared with other
+        // code keeps its records of calls this invoker did not make.
+        let Some(waiting) = lock(&self.inner.waiting).remove(&key) else {
+            tracing::info!(thread_id = %key.0, tool_call_id = %key.1, "dropped a tool_result for a call that is not waiting (cancelled, answered, or unknown)");
+            return Delivered::Dropped;
+        };
         if self.inner.tracker.deliver(result).is_none() {
             return Delivered::Dropped;
         }
-        match lock(&self.inner.waiting).remove(&key) {
-            Some(waiting) => match waiting.send(parsed) {
-                Ok(()) => Delivered::Accepted,
-                // The caller stopped waiting at this very moment; the tool had finished.
-                Err(_) => Delivered::Dropped,
-            },
-            None => {
-                tracing::info!(thread_id = %key.0, tool_call_id = %key.1, "a tool_result for a call not made through this invoker");
-                Delivered::Dropped
-            }
+        match waiting.send(parsed) {
+            Ok(()) => Delivered::Accepted,
+            // The caller stopped waiting at this very moment; the tool had finished.
+            Err(_) => Delivered::Dropped,
         }
     }
 

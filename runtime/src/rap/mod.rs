@@ -44,7 +44,7 @@ mod server;
 
 pub use invoke::{
     DEFAULT_INVOKE_TIMEOUT, DEFAULT_MAX_PENDING, Delivered, InvalidCallbackUrl, Invocation, Invoke,
-    InvokeError, Invoker,
+    InvokeError, Invoker, InvokerBuilder,
 };
 pub use notifier::{
     CallTracker, DEFAULT_INTERRUPTED_TTL, DEFAULT_MAX_CALLS, Delivery, Notifier, NotifyHandle,
