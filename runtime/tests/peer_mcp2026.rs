@@ -547,3 +547,32 @@ async fn a_negotiated_client_falls_back_to_initialize_with_a_legacy_server() {
     assert!(echoed.get("resultType").is_none());
     drop(server);
 }
+
+#[tokio::test]
+async fn a_fixed_2026_client_stamps_from_its_first_request_and_a_negotiated_server_follows() {
+    let server = Peer::builder(NEGOTIATED).router(legacy_server_router());
+    let client = Peer::builder(Protocol::Mcp(McpRevision::V2026_07_28));
+    let (server, client) = pair(server, client);
+    let echoed: Value = client.handle().request("echo", json!({})).await.unwrap();
+    assert_eq!(
+        echoed["echo"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+        "{echoed}"
+    );
+    assert_eq!(
+        echoed["echo"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+        json!({})
+    );
+    assert_eq!(
+        server.handle().mcp_revision(),
+        Some(McpRevision::V2026_07_28)
+    );
+    // A fixed 2026-07-28 client only discovers: a legacy answer is an error, not a fallback.
+    let refused = client
+        .handle()
+        .request::<_, Value>("initialize", json!({}))
+        .await;
+    assert!(
+        matches!(refused, Err(RequestError::Rpc(ref e)) if e.code.code() == -32601),
+        "{refused:?}"
+    );
+}
