@@ -166,7 +166,13 @@ mod cascade {
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 
+    /// This binary, to start the other roles with. On Linux `/proc/self/exe`, which still runs
+    /// this very file if a rebuild has replaced it on disk meanwhile.
     fn me() -> std::io::Result<PathBuf> {
+        let proc_self = PathBuf::from("/proc/self/exe");
+        if proc_self.exists() {
+            return Ok(proc_self);
+        }
         std::env::current_exe()
     }
 
