@@ -27,6 +27,9 @@ pub const DEFAULT_MAX_PENDING: usize = 1024;
 /// comes later, through the callback, and has no time limit of its own).
 pub const DEFAULT_INVOKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How much of a refusal's body [`InvokeError::Refused`] keeps.
+const REFUSAL_BODY_LIMIT: usize = 512;
+
 /// One tool call to make: what [`Invoker::invoke`] posts as the RAP invocation body (the
 /// invoker adds its `callback_url`).
 #[derive(Debug, Clone, PartialEq)]
@@ -104,7 +107,7 @@ pub enum InvokeError {
     Refused {
         /// The HTTP status.
         status: u16,
-        /// The start of the response body.
+        /// The start of the response body (at most 512 bytes, lossy UTF-8).
         body: String,
     },
     /// The tool server could not be reached (or did not answer within the invoke timeout).
@@ -530,10 +533,17 @@ async fn run(
     };
     match sent {
         Ok(response) if response.status().is_success() => {}
-        Ok(response) => {
+        Ok(mut response) => {
             let status = response.status().as_u16();
-            let text = response.text().await.unwrap_or_default();
-            let body: String = text.chars().take(512).collect();
+            // The start of the body only: a tool server's error page could be of any size.
+            let mut start = Vec::new();
+            while start.len() < REFUSAL_BODY_LIMIT
+                && let Ok(Some(chunk)) = response.chunk().await
+            {
+                start.extend_from_slice(&chunk);
+            }
+            start.truncate(REFUSAL_BODY_LIMIT);
+            let body = String::from_utf8_lossy(&start).into_owned();
             call.forget(&format!(
                 "the tool server refused the invocation with HTTP {status}"
             ));
