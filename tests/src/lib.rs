@@ -6,6 +6,7 @@
 pub mod alloc;
 pub mod load;
 pub mod node;
+pub mod python;
 #[cfg(feature = "schema")]
 mod schema;
 
