@@ -12,7 +12,8 @@
 //!   `notifications/cancelled` interrupts the SDK's sampling callback, and the tool result
 //!   arrives.
 //! - 2026-07-28: the server sends the client no `notifications/cancelled` (it may only to end
-//!   `subscriptions/listen`) and no requests at all.
+//!   `subscriptions/listen`) and no requests at all, and its `tools/list` result is one the SDK
+//!   accepts.
 //!
 //! Python and pip are required: without them these tests fail, they never skip.
 
@@ -306,4 +307,19 @@ fn discover_2026_07_28_server_sends_the_client_no_requests() {
         report.lines(),
         report.server_log()
     );
+}
+
+/// The Python SDK validates 2026-07-28 results strictly: `tools/list` (cacheable, SEP-2549)
+/// must carry `ttlMs` and `cacheScope`. `ClientSession.call_tool` lists the tools before it
+/// returns its first result, so without them every 2026-07-28 Python client fails at its first
+/// tool call.
+#[test]
+fn discover_2026_07_28_tools_list_is_accepted_by_the_python_sdk() {
+    let report = discover_run();
+    let listed = report.event("list_tools");
+    assert_eq!(listed["ok"], true, "{listed}");
+    let tools = listed["tools"].as_array().expect("tools");
+    for tool in ["echo", "sleep"] {
+        assert!(tools.contains(&json!(tool)), "{listed}");
+    }
 }
