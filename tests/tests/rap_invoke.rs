@@ -146,6 +146,16 @@ impl Rig {
         );
     }
 
+    /// Drops the invocation `call` runs, unanswered (aborting its task drops its future).
+    async fn drop_call<T: std::fmt::Debug>(&self, call: tokio::task::JoinHandle<T>) {
+        call.abort();
+        let ended = call.await;
+        assert!(
+            ended.as_ref().is_err_and(|e| e.is_cancelled()),
+            "the call was still waiting when dropped: {ended:?}"
+        );
+    }
+
     /// Waits (at most 5 s) for the tool server's `sleep` to record `n` early stops.
     async fn stops(&self, n: usize) -> Vec<(String, String)> {
         for _ in 0..500 {
@@ -199,11 +209,11 @@ async fn a_result_is_delivered_through_the_callback_route() {
 #[tokio::test]
 async fn dropping_the_future_sends_cancel_tool_call() {
     let rig = rig(8).await;
-    let call = rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000));
-    let waited = tokio::time::timeout(Duration::from_millis(300), call).await;
-    assert!(waited.is_err(), "the sleep is still running: {waited:?}");
-    // The timeout dropped the future: the tool server got /cancel_tool_call and its call's
-    // scope was cancelled by it.
+    let call = tokio::spawn(rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000)));
+    rig.until_running(1).await;
+    rig.drop_call(call).await;
+    // The future was dropped: the tool server got /cancel_tool_call and its call's scope was
+    // cancelled by it.
     let stops = rig.stops(1).await;
     assert_eq!(
         stops,
@@ -276,8 +286,9 @@ async fn a_cancellable_callers_timeout_cancels_the_tool_call() {
 #[tokio::test]
 async fn a_late_result_after_a_cancel_is_dropped() {
     let rig = rig(8).await;
-    let call = rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000));
-    let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
+    let call = tokio::spawn(rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000)));
+    rig.until_running(1).await;
+    rig.drop_call(call).await;
     rig.stops(1).await;
     // A tool server that sends its result anyway, as the crossing allows: POSTed to the real
     // callback route, answered 200 like anything else, and dropped.
@@ -360,15 +371,13 @@ async fn at_most_max_pending_calls_wait() {
     );
     assert_eq!(rig.server.running(), 2, "the refused call was never sent");
     // A place frees as soon as a waiting call is given up (and cancelled).
-    first.abort();
-    let _ = first.await;
+    rig.drop_call(first).await;
     rig.stops(1).await;
     let result = within(rig.invoker.invoke(&rig.target, rig.sleep("call-4", 10)))
         .await
         .unwrap();
     assert_eq!(result.text.as_deref(), Some("call-4 slept"));
-    second.abort();
-    let _ = second.await;
+    rig.drop_call(second).await;
     rig.stops(2).await;
     rig.until_running(0).await;
     assert_eq!(rig.invoker.pending(), 0);
