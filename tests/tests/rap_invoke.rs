@@ -263,7 +263,7 @@ async fn cancelling_the_scope_sends_cancel_tool_call_and_answers_interrupted() {
 
 /// A `#[cancellable]` caller with a timeout: its scope is cancelled at the timeout, the call is
 /// cancelled at the tool server, and `?` turns it into -32800.
-#[cancellable(timeout = "300ms")]
+#[cancellable(timeout = "1s")]
 async fn ask_the_tool(invoker: Invoker, target: ToolServerTarget) -> Result<String, JsonRpcError> {
     let call = Invocation::new("sleep", "thread-1", "call-1").arguments(json!({"ms": 60_000}));
     let result = invoker.invoke(&target, call).await?;
