@@ -42,6 +42,12 @@ fn modern_routes(router: Router, events: common::Events) -> Router {
         .request("server/discover", |_: Value, _cx: Context| async {
             Ok::<_, JsonRpcError>(json!({"capabilities": {"tools": {}}}))
         })
+        .request("tools/list", |_: Value, _cx: Context| async {
+            Ok::<_, JsonRpcError>(json!({"tools": []}))
+        })
+        .request("resources/read", |_: Value, _cx: Context| async {
+            Ok::<_, JsonRpcError>(json!({"contents": [], "ttlMs": 60_000, "cacheScope": "public"}))
+        })
         .request("subscriptions/listen", move |p: Value, _cx: Context| {
             let events = events.clone();
             async move {
@@ -95,6 +101,28 @@ async fn discover_chooses_2026_and_the_runtime_completes_its_result() {
         .await;
     assert_eq!(called["result"]["resultType"], "complete", "{called}");
     assert_eq!(called["result"]["content"][0]["text"], "fast");
+    assert!(
+        called["result"].get("ttlMs").is_none(),
+        "a tool result is not cacheable"
+    );
+    // Lists are cacheable results: `ttlMs` and `cacheScope` are required, and added.
+    let listed = s
+        .wire
+        .call(json!(3), "tools/list", json!({"_meta": meta()}))
+        .await;
+    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
+    assert_eq!(listed["result"]["ttlMs"], 0);
+    assert_eq!(listed["result"]["cacheScope"], "private");
+    assert_eq!(listed["result"]["resultType"], "complete");
+    let kept = s
+        .wire
+        .call(json!(4), "resources/read", json!({"_meta": meta()}))
+        .await;
+    assert_eq!(
+        kept["result"]["ttlMs"], 60_000,
+        "the application's choice is kept: {kept}"
+    );
+    assert_eq!(kept["result"]["cacheScope"], "public");
 }
 
 #[tokio::test]

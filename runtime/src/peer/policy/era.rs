@@ -20,6 +20,15 @@ pub(crate) const DISCOVER: &str = "server/discover";
 /// `subscriptions/listen`: the one request a 2026-07-28 server may end with
 /// `notifications/cancelled`.
 pub(crate) const LISTEN: &str = "subscriptions/listen";
+/// The requests whose 2026-07-28 results are cacheable, with the `ttlMs` and `cacheScope` the
+/// specification requires of them.
+pub(crate) const CACHEABLE: [&str; 5] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
 /// `ping`: legacy eras only.
 pub(crate) const PING: &str = "ping";
 /// The `_meta` key naming a request's protocol version.
@@ -334,6 +343,22 @@ pub(crate) fn complete_result(result: Box<RawValue>) -> Box<RawValue> {
     RawValue::from_string(edited).unwrap_or(result)
 }
 
+/// Completes a cacheable result (a list, `resources/read`, `server/discover`): `ttlMs: 0` and
+/// `cacheScope: "private"` — do not cache, and never share across users — unless the
+/// application chose otherwise.
+pub(crate) fn edit_cacheable(result: &mut Value) {
+    if let Some(object) = result.as_object_mut() {
+        cache_fields(object);
+    }
+}
+
+fn cache_fields(object: &mut Map<String, Value>) {
+    object.entry("ttlMs").or_insert_with(|| Value::from(0));
+    object
+        .entry("cacheScope")
+        .or_insert_with(|| Value::from("private"));
+}
+
 /// Completes a `server/discover` result: the versions this side speaks, cache fields, and the
 /// tasks extension when tools run as tasks; what the application wrote is kept.
 pub(crate) fn edit_discover(result: &mut Value, supported: &[&str], tasks: bool) {
@@ -343,10 +368,7 @@ pub(crate) fn edit_discover(result: &mut Value, supported: &[&str], tasks: bool)
     object
         .entry("supportedVersions")
         .or_insert_with(|| Value::from(supported.to_vec()));
-    object.entry("ttlMs").or_insert_with(|| Value::from(0));
-    object
-        .entry("cacheScope")
-        .or_insert_with(|| Value::from("private"));
+    cache_fields(object);
     let capabilities = object
         .entry("capabilities")
         .or_insert_with(|| Value::Object(Map::new()));

@@ -172,6 +172,8 @@ pub(crate) enum Kind {
     Discover,
     /// MCP 2026-07-28 `subscriptions/listen`: a server ends it with `notifications/cancelled`.
     Listen,
+    /// MCP 2026-07-28 lists and `resources/read`: results carry `ttlMs` and `cacheScope`.
+    Cacheable,
 }
 
 /// What a request's task learns before its handler runs.
@@ -306,6 +308,9 @@ impl Rules {
             (Protocol::Mcp(_), tasks::AUGMENTABLE) if self.tasks.is_some() => Kind::TaskAugmentable,
             (Protocol::Mcp(_), era::DISCOVER) => Kind::Discover,
             (Protocol::Mcp(_), era::LISTEN) if self.is_2026() => Kind::Listen,
+            (Protocol::Mcp(_), method) if self.is_2026() && era::CACHEABLE.contains(&method) => {
+                Kind::Cacheable
+            }
             _ => Kind::Plain,
         }
     }
@@ -455,14 +460,16 @@ impl Rules {
                 Ok(edit_json(result, tasks::declare_task_cancellation))
             }
             (kind, Ok(result)) if self.is_2026() => {
-                let result = if kind == Kind::Discover {
-                    let era = self.era.as_ref().expect("MCP");
-                    let tasks = !self.mcp.task_tools.is_empty();
-                    edit_json(result, |value| {
-                        era::edit_discover(value, era.supported(), tasks)
-                    })
-                } else {
-                    result
+                let result = match kind {
+                    Kind::Discover => {
+                        let era = self.era.as_ref().expect("MCP");
+                        let tasks = !self.mcp.task_tools.is_empty();
+                        edit_json(result, |value| {
+                            era::edit_discover(value, era.supported(), tasks)
+                        })
+                    }
+                    Kind::Cacheable => edit_json(result, era::edit_cacheable),
+                    _ => result,
                 };
                 Ok(era::complete_result(result))
             }
