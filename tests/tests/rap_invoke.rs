@@ -83,6 +83,12 @@ struct Rig {
 /// A real tool server (`echo`, `sleep`) and an invoker whose callback route is served on
 /// loopback, its tracker notifying that server.
 async fn rig(max_pending: usize) -> Rig {
+    rig_with(max_pending, Duration::ZERO).await
+}
+
+/// [`rig`], with every `/invoke` held for `invoke_delay` before the tool server sees it (a
+/// slow network, or a busy server).
+async fn rig_with(max_pending: usize, invoke_delay: Duration) -> Rig {
     let callbacks = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", callbacks.local_addr().unwrap());
     let stops = Stops::default();
@@ -111,7 +117,17 @@ async fn rig(max_pending: usize) -> Rig {
     let tools = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let target = ToolServerTarget::new(format!("http://{}", tools.local_addr().unwrap()))
         .with_bearer_token(TOKEN);
-    serve(tools, server.router()).await;
+    let hold = move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+        if request.uri().path() == "/invoke" {
+            tokio::time::sleep(invoke_delay).await;
+        }
+        next.run(request).await
+    };
+    serve(
+        tools,
+        server.router().layer(axum::middleware::from_fn(hold)),
+    )
+    .await;
     let notifier = Notifier::new([target.clone()], Duration::from_secs(2));
     let tracker = Arc::new(CallTracker::new(Some(notifier)));
     let invoker = Invoker::builder(tracker, format!("{origin}/tool_result"))
@@ -222,6 +238,26 @@ async fn dropping_the_future_sends_cancel_tool_call() {
             "cancelled by the peer: /cancel_tool_call".to_owned()
         )]
     );
+    rig.until_running(0).await;
+    rig.assert_interrupted("call-1");
+}
+
+/// A cancel can overtake its invocation (the runtime gives up while `POST /invoke` is on its
+/// way); the server ignores a cancel for a call it does not know yet, so the invoker tells it
+/// again once the invocation is answered.
+#[tokio::test]
+async fn a_cancel_that_overtakes_its_invocation_is_sent_again_once_it_is_answered() {
+    let rig = rig_with(8, Duration::from_millis(500)).await;
+    let call = tokio::spawn(rig.invoker.invoke(&rig.target, rig.sleep("call-1", 60_000)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    rig.drop_call(call).await;
+    assert_eq!(
+        rig.server.running(),
+        0,
+        "the tool server has not seen the invocation yet"
+    );
+    let stops = rig.stops(1).await;
+    assert_eq!(stops[0].1, "cancelled by the peer: /cancel_tool_call");
     rig.until_running(0).await;
     rig.assert_interrupted("call-1");
 }

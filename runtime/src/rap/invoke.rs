@@ -14,6 +14,7 @@ use cancelkit_protocol::rap::{ToolInvocation, ToolResult};
 use reqwest::Url;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use super::notifier::{CallTracker, ToolServerTarget, TrackerFull};
 use super::valid_id;
@@ -407,14 +408,36 @@ struct Registered {
     inner: Arc<Inner>,
     key: CallKey,
     armed: bool,
+    /// `POST /invoke`, while it has not been answered.
+    posting: Option<JoinHandle<reqwest::Result<reqwest::Response>>>,
 }
 
 impl Registered {
-    /// Cancels the call now; the synthetic result the tracker recorded, if it was running.
+    /// Cancels the call now (the tracker records "interrupted" and notifies every tool server);
+    /// the synthetic result the tracker recorded, if the call was running.
+    ///
+    /// A cancel may overtake the invocation it cancels, and a server ignores a cancel for a
+    /// call it does not know yet. So while `POST /invoke` is unanswered, the servers are told
+    /// once more as soon as it is answered (a duplicate cancel is harmless), so that the cancel
+    /// reaches a call the server has registered.
     fn cancel(&mut self) -> Option<Value> {
         self.armed = false;
         lock(&self.inner.waiting).remove(&self.key);
-        self.inner.tracker.cancel(&self.key.0, &self.key.1)
+        let interrupted = self.inner.tracker.cancel(&self.key.0, &self.key.1);
+        if let Some(posting) = self.posting.take()
+            && let Some(notifier) = self.inner.tracker.notifier()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (notifier, key) = (notifier.clone(), self.key.clone());
+            runtime.spawn(async move {
+                if let Ok(Ok(response)) = posting.await
+                    && response.status().is_success()
+                {
+                    drop(notifier.notify(&key.0, &key.1));
+                }
+            });
+        }
+        interrupted
     }
 
     /// The call ended without a result (the server refused it): forget it, cancelling nothing.
@@ -505,6 +528,7 @@ async fn run(
         inner: Arc::clone(&inner),
         key,
         armed: true,
+        posting: None,
     };
     let cancelled = |call: &mut Registered, cancelled: Cancelled| InvokeError::Cancelled {
         interrupted: call.cancel().unwrap_or_else(|| interrupted(&call.key)),
@@ -526,10 +550,21 @@ async fn run(
     if let Some(token) = &server.bearer_token {
         request = request.bearer_auth(token);
     }
+    // Sent from its own task, so that a cancel can wait for the answer (see
+    // `Registered::cancel`) even when this future is dropped.
+    let posting = call.posting.insert(tokio::spawn(request.send()));
     let sent = tokio::select! {
         biased;
-        why = scope_cancelled(scope.as_ref()) => return Err(cancelled(&mut call, why)),
-        sent = request.send() => sent,
+        why = scope_cancelled(scope.as_ref()) => Err(why),
+        sent = posting => Ok(sent),
+    };
+    let sent = match sent {
+        Err(why) => return Err(cancelled(&mut call, why)),
+        Ok(sent) => {
+            call.posting = None;
+            sent.map_err(|e| e.to_string())
+                .and_then(|sent| sent.map_err(|e| e.to_string()))
+        }
     };
     match sent {
         Ok(response) if response.status().is_success() => {}
@@ -552,7 +587,7 @@ async fn run(
         Err(e) => {
             // The server may have started the call before the connection failed: cancel it.
             call.cancel();
-            return Err(InvokeError::Unreachable(e.to_string()));
+            return Err(InvokeError::Unreachable(e));
         }
     }
     tokio::select! {

@@ -245,6 +245,11 @@ impl CallTracker {
         self
     }
 
+    /// The notifier [`cancel`](Self::cancel) tells the tool servers through, if any.
+    pub fn notifier(&self) -> Option<&Notifier> {
+        self.notifier.as_ref()
+    }
+
     /// How many calls are tracked: running ones and remembered cancelled ones.
     pub fn len(&self) -> usize {
         let mut calls = lock(&self.calls);
