@@ -36,8 +36,9 @@
 //! - *tool server got /cancel_tool_call*: the tool server, when the request's body has been
 //!   read (an axum middleware in front of the `ToolServer` router);
 //! - *process group gone*: the client, which polls `kill(-pgid, 0)` every millisecond from
-//!   the moment it sends `session/cancel`, until it fails with ESRCH (no process of the group
-//!   is left, reaped zombies included).
+//!   the moment it sends `session/cancel`, until it fails with ESRCH (a zombie still counts
+//!   until its parent reaps it, so ESRCH means every process of the group exited and was
+//!   reaped).
 //!
 //! Unix only, like the `rap` feature.
 
