@@ -134,7 +134,7 @@ fn cancel_notification(
     protocol: Protocol,
     draft: bool,
     id: &RequestId,
-    reason: &str,
+    reason: Option<&str>,
 ) -> (&'static str, serde_json::Value) {
     match protocol {
         Protocol::Acp if draft => (
@@ -147,7 +147,10 @@ fn cancel_notification(
         ),
         Protocol::Mcp(_) => (
             mcp::v2025_11_25::CancelledNotificationParams::METHOD,
-            serde_json::json!({ "requestId": id, "reason": reason }),
+            match reason {
+                Some(reason) => serde_json::json!({ "requestId": id, "reason": reason }),
+                None => serde_json::json!({ "requestId": id }),
+            },
         ),
         Protocol::Lsp => (
             acp_types::DraftCancelRequestParams::METHOD,
@@ -511,13 +514,15 @@ impl Rules {
     }
 
     /// The notification that cancels our request `id` (a `method` call), or `None` when it is
-    /// never cancelled (`initialize`).
-    pub(crate) fn cancel_message(
+    /// never cancelled (`initialize`). `reason`: the text the outgoing-reason policy lets out
+    /// (MCP only; `None` sends no `reason`).
+    pub(crate) fn cancel_message<'a>(
         &self,
         id: &RequestId,
         method: &str,
-        reason: &str,
+        reason: impl Into<Option<&'a str>>,
     ) -> Option<Vec<u8>> {
+        let reason = reason.into();
         if method == INITIALIZE {
             return None;
         }
@@ -529,7 +534,7 @@ impl Rules {
         }
         let draft = self.emit_draft_cancel && self.peer_accepts_draft();
         let (cancel_method, params) = cancel_notification(self.protocol, draft, id, reason);
-        tracing::debug!(request_id = %id, method, reason, cancel_method, "cancelling our request");
+        tracing::debug!(request_id = %id, method, ?reason, cancel_method, "cancelling our request");
         Some(wire::notification(
             cancel_method,
             wire::params(&params).as_deref(),
