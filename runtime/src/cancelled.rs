@@ -15,8 +15,37 @@ pub enum CancelReason {
     /// An enclosing operation was cancelled, or the token was cancelled without a recorded
     /// reason (for example a token handed in by another library).
     Parent,
-    /// The connection closed or the runtime is shutting down.
+    /// We are shutting down: [`PeerHandle::close`](crate::peer::PeerHandle::close), or the
+    /// application's own shutdown.
     Shutdown,
+    /// The other side went away: it hung up, a read failed, or it left our output unread past
+    /// the write timeout.
+    ConnectionClosed,
+    /// Someone asked through an API rather than the protocol (a gateway's HTTP endpoint, an
+    /// operator's tool: see [`PeerHandle::cancel_inbound`](crate::peer::PeerHandle::cancel_inbound)),
+    /// with who asked, if known.
+    Api(Option<String>),
+}
+
+impl CancelReason {
+    /// The cause without any text given by someone else: the peer's reason and who asked
+    /// through the API are left out. This is what a [`Peer`](crate::peer::Peer) tells other
+    /// peers by default (see [`ReasonPolicy`](crate::peer::ReasonPolicy)).
+    ///
+    /// ```
+    /// use cancelkit::CancelReason;
+    ///
+    /// let reason = CancelReason::Peer(Some("db password rejected for admin".into()));
+    /// assert_eq!(reason.summary(), "cancelled by the peer");
+    /// assert_eq!(CancelReason::Api(Some("alice".into())).summary(), "cancelled through the API");
+    /// ```
+    pub fn summary(&self) -> String {
+        match self {
+            CancelReason::Peer(_) => CancelReason::Peer(None).to_string(),
+            CancelReason::Api(_) => CancelReason::Api(None).to_string(),
+            other => other.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for CancelReason {
@@ -27,6 +56,9 @@ impl fmt::Display for CancelReason {
             CancelReason::Timeout(after) => write!(f, "timed out after {after:?}"),
             CancelReason::Parent => f.write_str("cancelled by its caller"),
             CancelReason::Shutdown => f.write_str("cancelled by shutdown"),
+            CancelReason::ConnectionClosed => f.write_str("cancelled: the connection closed"),
+            CancelReason::Api(Some(who)) => write!(f, "cancelled through the API by {who}"),
+            CancelReason::Api(None) => f.write_str("cancelled through the API"),
         }
     }
 }

@@ -81,6 +81,7 @@ pub struct PeerBuilder {
     shutdown_grace: Duration,
     tasks: TaskLimits,
     mcp: McpOptions,
+    extras: super::disconnect::Extras,
 }
 
 impl PeerBuilder {
@@ -104,6 +105,7 @@ impl PeerBuilder {
                 max_ttl: DEFAULT_MAX_TASK_TTL,
             },
             mcp: McpOptions::default(),
+            extras: Default::default(),
         }
     }
 
@@ -245,6 +247,21 @@ impl PeerBuilder {
         self
     }
 
+    /// What reason text our cancels tell the peer (MCP `notifications/cancelled.reason`,
+    /// -32800 `data.reason`); default [`ReasonPolicy::Summary`](super::ReasonPolicy::Summary):
+    /// the kind of cause, never text a peer or an API caller gave us.
+    pub fn outgoing_reason(mut self, policy: super::ReasonPolicy) -> Self {
+        self.extras.reason = policy;
+        self
+    }
+
+    /// What the peer going away does to the requests in flight; default
+    /// [`DisconnectPolicy::cancel_all`](super::DisconnectPolicy::cancel_all).
+    pub fn on_disconnect(mut self, policy: super::DisconnectPolicy) -> Self {
+        self.extras.disconnect = policy;
+        self
+    }
+
     /// Starts serving the connection: spawns its reader and writer tasks on the current tokio
     /// runtime.
     pub fn connect<Rd, Wr>(self, reader: Rd, writer: Wr) -> Peer
@@ -277,6 +294,7 @@ impl PeerBuilder {
             self.router,
             limits,
             notifications_tx,
+            self.extras,
         ));
         tokio::spawn(dispatch::notification_loop(
             notifications_rx,

@@ -16,6 +16,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{Budget, Counter};
+use super::disconnect::Answer;
 use super::handle::PeerHandle;
 use super::policy::tasks::{self, Tasks};
 use super::policy::{CancelRequest, Kind};
@@ -23,6 +24,9 @@ use super::registry::{self, Cancel};
 use super::router::{BoxFuture, Context, ErasedNotification, Reply, RequestRoute};
 use super::wire;
 use crate::{CancelReason, JsonRpcError, Scope};
+
+/// MCP `notifications/progress`: resets the progress timeout of the request of ours it names.
+const PROGRESS: &str = "notifications/progress";
 
 /// The bounds on a connection's inbound work.
 #[derive(Debug)]
@@ -143,6 +147,14 @@ enum Handler {
 }
 
 impl Handler {
+    /// The method it serves.
+    fn method(&self) -> Arc<str> {
+        match self {
+            Handler::Route(route) => Arc::clone(&route.method),
+            Handler::TaskResult(_) => Arc::from(tasks::RESULT),
+        }
+    }
+
     /// Parses the params and starts the handler: its future, and whether it is cooperative.
     fn start(self, params: Option<Box<RawValue>>, cx: Context) -> (BoxFuture<Reply>, bool) {
         match self {
@@ -188,7 +200,7 @@ pub(crate) async fn request(
     };
     let kind = shared.rules.kind(method);
     let session = shared.rules.session_of(kind, params);
-    let (scope, canceller) = shared.connection.child().with_canceller();
+    let (scope, canceller) = shared.parent_scope(method).child().with_canceller();
     let generation = match shared.registry.insert(
         id.clone(),
         canceller,
@@ -212,6 +224,7 @@ pub(crate) async fn request(
     let request = Request {
         peer: peer.clone(),
         id,
+        method: handler.method(),
         generation,
         kind,
     };
@@ -227,6 +240,8 @@ pub(crate) async fn request(
 struct Request {
     peer: PeerHandle,
     id: RequestId,
+    /// For the log line of a cancelled request.
+    method: Arc<str>,
     generation: u64,
     kind: Kind,
 }
@@ -252,7 +267,7 @@ impl Request {
         let admission = match shared.rules.admit(params.as_deref()) {
             Ok(admission) => admission,
             Err(refused) => {
-                self.finish(Err(refused)).await;
+                self.finish(Err(refused), None).await;
                 return;
             }
         };
@@ -276,7 +291,11 @@ impl Request {
             run_handler(handler, &scope, &token, concurrency, cooperative).await
         })
         .await;
-        self.finish(reply).await;
+        let cause = scope.cancel_reason();
+        if let Some(cause) = &cause {
+            log_cancelled(&self.id, &self.method, cause);
+        }
+        self.finish(reply, cause).await;
     }
 
     /// MCP 2025-11-25 task-augmented `tools/call`: answered with the task at once; the handler
@@ -294,35 +313,54 @@ impl Request {
         let shared = Arc::clone(&self.peer.shared);
         if let Some(reason) = crate::cancel_reason() {
             // Cancelled (`notifications/cancelled`) before it became a task.
-            self.finish(Err(crate::Cancelled::new(reason).into())).await;
+            log_cancelled(&self.id, &self.method, &reason);
+            self.finish(
+                Err(crate::Cancelled::new(reason.clone()).into()),
+                Some(reason),
+            )
+            .await;
             return;
         }
-        let (scope, canceller) = shared.connection.child().with_canceller();
+        // A task runs on after a disconnect if the disconnect policy says so.
+        let parent = if shared.disconnect.tasks_survive() {
+            &shared.survivors
+        } else {
+            &shared.connection
+        };
+        let closed: CancellationToken = parent.token().clone();
+        let (scope, canceller) = parent.child().with_canceller();
         let created = match tasks.create(ttl, canceller, extension) {
             Ok(created) => created,
             Err(refused) => {
-                self.finish(Err(refused)).await;
+                self.finish(Err(refused), None).await;
                 return;
             }
         };
-        self.finish(created.reply.clone()).await;
+        let (id, method) = (self.id.clone(), Arc::clone(&self.method));
+        self.finish(created.reply.clone(), None).await;
         admitted.release();
         let token = scope.token().clone();
         let (handler, cooperative) = handler.start(params, cx);
-        let run = guarded(run_handler(
-            handler,
-            &scope,
-            &token,
-            shared.limits.concurrency.clone(),
-            cooperative,
-        ));
-        let closed: CancellationToken = shared.connection.token().clone();
+        let run = async {
+            let reply = guarded(run_handler(
+                handler,
+                &scope,
+                &token,
+                shared.limits.concurrency.clone(),
+                cooperative,
+            ))
+            .await;
+            if let Some(cause) = scope.cancel_reason() {
+                log_cancelled(&id, &method, &cause);
+            }
+            reply
+        };
         scope.clone().run(tasks.drive(created, run, closed)).await;
     }
 
     /// Sends the answer, as the protocol wants it — unless the peer cancelled the request and
-    /// is owed nothing (MCP).
-    async fn finish(self, reply: Reply) {
+    /// is owed nothing (MCP). `cause`: why the request's own scope was cancelled, if it was.
+    async fn finish(self, reply: Reply, cause: Option<crate::CancelReason>) {
         let shared = &self.peer.shared;
         if self.kind == Kind::Listen {
             shared.rules.track_listen(&self.id, false);
@@ -350,8 +388,49 @@ impl Request {
             return;
         }
         let reply = shared.rules.edit_reply(self.kind, finished, reply);
+        let own = finished.peer_cancelled;
+        let reply = match reply {
+            Err(error) if error.is_cancelled() => Err(outgoing_reason(
+                error,
+                shared.reason_policy.answer(cause.as_ref(), own),
+            )),
+            reply => reply,
+        };
         send_reply(&self.peer, &self.id, &reply).await;
     }
+}
+
+/// Logs a cancelled inbound request, once, with its cause.
+fn log_cancelled(id: &RequestId, method: &str, cause: &CancelReason) {
+    match cause {
+        CancelReason::Peer(reason) => tracing::info!(
+            request_id = %id,
+            reason = reason.as_deref().unwrap_or("none given"),
+            method,
+            cause = %cause,
+            "the peer cancelled a request"
+        ),
+        _ => tracing::info!(request_id = %id, method, cause = %cause, "a request was cancelled"),
+    }
+}
+
+/// A -32800 answer with its `data.reason` as the [`ReasonPolicy`](super::ReasonPolicy) wants.
+fn outgoing_reason(mut error: JsonRpcError, answer: Answer) -> JsonRpcError {
+    match answer {
+        Answer::Keep => {}
+        Answer::Remove => {
+            if let Some(serde_json::Value::Object(data)) = &mut error.data {
+                data.remove("reason");
+            }
+        }
+        Answer::Set(text) => match &mut error.data {
+            Some(serde_json::Value::Object(data)) => {
+                data.insert("reason".into(), text.into());
+            }
+            _ => error.data = Some(serde_json::json!({ "reason": text })),
+        },
+    }
+    error
 }
 
 /// Whether a `tools/call` runs as a task, and in which form: `Some((requested ttl, extension))`.
@@ -450,6 +529,9 @@ pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option
     shared
         .rules
         .on_notification(&shared.registry, method, params);
+    if method == PROGRESS && matches!(shared.rules.protocol, super::Protocol::Mcp(_)) {
+        shared.on_progress(params);
+    }
     let Some(handler) = shared.router.notification_route(method) else {
         if method.starts_with("$/") {
             tracing::debug!(method, "ignored an unknown protocol notification");
@@ -494,10 +576,11 @@ fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
         .registry
         .cancel(&cancel.id, reason, !shared.rules.answer_cancelled)
     {
-        Cancel::Cancelled => tracing::info!(
+        // Logged with its method and cause when the handler stops.
+        Cancel::Cancelled => tracing::debug!(
             request_id = %cancel.id,
             reason = cancel.reason.as_deref().unwrap_or("none given"),
-            "the peer cancelled a request"
+            "applied the peer's cancel"
         ),
         outcome => tracing::info!(
             request_id = %cancel.id,

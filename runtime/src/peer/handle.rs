@@ -1,29 +1,63 @@
 //! The user-facing handle of a connection ([`PeerHandle`]) and the state its tasks share.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use cancelkit_protocol::jsonrpc::RequestId;
+use futures_util::task::AtomicWaker;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::disconnect::{DisconnectPolicy, Extras, OutgoingCause, ReasonPolicy};
 use super::dispatch::{Limits, QueuedNotification};
 use super::outgoing::{OutgoingRequest, RequestError};
-use super::policy::Rules;
-use super::registry::Registry;
+use super::policy::{Protocol, Rules, tasks};
+use super::registry::{Cancel, Registry};
 use super::router::{Reply, Router};
 use super::wire;
 use super::writer::{Outbox, TrySend};
 use crate::sync::lock;
-use crate::{Canceller, Scope};
+use crate::{CancelReason, Canceller, Scope};
+
+/// Outgoing task-augmented requests given up before their task id arrived, kept at most so
+/// that `tasks/cancel` can be sent once it does; beyond this, such a request is forgotten (and
+/// its task, if one is created, runs until its `ttl`) with a warning.
+pub const MAX_ABANDONED_TASKS: usize = 1024;
+
+/// Outgoing requests whose timeout resets on progress, watched at most at once; beyond this,
+/// [`OutgoingRequest::progress_timeout`] falls back to a plain timeout of its maximum.
+pub const MAX_PROGRESS_TOKENS: usize = 4096;
+
+/// Whether an outgoing request must be told to cancel its task once the task id arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskCancel {
+    /// Not a task-augmented request.
+    No,
+    /// A task-augmented request (MCP `tools/call` with `params.task`), still wanted.
+    Task,
+    /// Given up before its `CreateTaskResult` arrived: send `tasks/cancel` when it does.
+    OnAnswer,
+}
 
 /// One of our requests, waiting for its answer.
 pub(crate) struct Pending {
     pub(crate) tx: oneshot::Sender<Reply>,
     /// Shared with the request's future: one allocation for both.
     pub(crate) method: Arc<str>,
+    pub(crate) task: TaskCancel,
+    /// Its future is gone; the entry waits only for the task id, to cancel the task.
+    pub(crate) orphan: bool,
+}
+
+/// Progress seen for one of our requests (MCP `notifications/progress` with its token).
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) count: AtomicU64,
+    pub(crate) waker: AtomicWaker,
 }
 
 /// What the reader, the writer, the handlers and every [`PeerHandle`] of a connection share.
@@ -43,7 +77,21 @@ pub(crate) struct Shared {
     /// Parent of every handler's scope; cancelled (shutdown) when the connection closes.
     pub(crate) connection: Scope,
     pub(crate) canceller: Canceller,
+    /// Parent of the scopes of requests that run on after the peer went away
+    /// ([`DisconnectPolicy`]); cancelled at the policy's bound, or with `connection` on
+    /// shutdown.
+    pub(crate) survivors: Scope,
+    pub(crate) survivors_canceller: Canceller,
     pub(crate) stop_reading: CancellationToken,
+    /// [`PeerHandle::close`] was called: the reason is shutdown, not a closed connection.
+    pub(crate) closing: AtomicBool,
+    pub(crate) reason_policy: ReasonPolicy,
+    pub(crate) disconnect: DisconnectPolicy,
+    /// Entries of `pending` left only to cancel a task; at most [`MAX_ABANDONED_TASKS`].
+    orphans: AtomicUsize,
+    /// Progress tokens of our requests with a progress timeout; at most
+    /// [`MAX_PROGRESS_TOKENS`].
+    progress: Mutex<HashMap<RequestId, Arc<Progress>>>,
 }
 
 impl Shared {
@@ -53,8 +101,10 @@ impl Shared {
         router: Router,
         limits: Limits,
         notifications: mpsc::UnboundedSender<QueuedNotification>,
+        extras: Extras,
     ) -> Self {
         let (connection, canceller) = Scope::root();
+        let (survivors, survivors_canceller) = Scope::root();
         Self {
             rules,
             outbox,
@@ -66,7 +116,24 @@ impl Shared {
             notifications,
             connection,
             canceller,
+            survivors,
+            survivors_canceller,
             stop_reading: CancellationToken::new(),
+            closing: AtomicBool::new(false),
+            reason_policy: extras.reason,
+            disconnect: extras.disconnect,
+            orphans: AtomicUsize::new(0),
+            progress: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The scope inbound requests for `method` run under: the connection's, or, when they run
+    /// on after a disconnect, the survivors'.
+    pub(crate) fn parent_scope(&self, method: &str) -> &Scope {
+        if self.disconnect.survives(method) {
+            &self.survivors
+        } else {
+            &self.connection
         }
     }
 
@@ -74,23 +141,118 @@ impl Shared {
         self.canceller.is_cancelled()
     }
 
-    /// Forgets an outgoing request (its answer, if any, will be dropped).
+    /// Forgets an outgoing request (its answer, if any, will be dropped) — unless it is a task
+    /// request given up before its task id arrived: that entry stays, within
+    /// [`MAX_ABANDONED_TASKS`], until the id arrives and `tasks/cancel` can be sent.
     pub(crate) fn forget(&self, id: &RequestId) {
-        lock(&self.pending).remove(id);
+        let mut pending = lock(&self.pending);
+        let Some(entry) = pending.get_mut(id) else {
+            return;
+        };
+        if entry.task != TaskCancel::OnAnswer || entry.orphan {
+            pending.remove(id);
+            return;
+        }
+        if self.orphans.load(Ordering::Relaxed) >= MAX_ABANDONED_TASKS {
+            pending.remove(id);
+            tracing::warn!(request_id = %id, "too many task requests await their task id to be cancelled; this one is forgotten and its task runs until its ttl");
+            return;
+        }
+        entry.orphan = true;
+        self.orphans.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Hands the peer's answer to the request waiting for it.
-    pub(crate) fn answer(&self, id: RequestId, outcome: Reply) {
-        let pending = lock(&self.pending).remove(&id);
-        match pending {
-            Some(pending) => {
-                self.rules.on_response(&pending.method, &outcome);
-                let _ = pending.tx.send(outcome);
+    /// Marks our task request `id` to be cancelled with `tasks/cancel` once its task id
+    /// arrives; `false` if its answer has already been taken from the map (then it is in the
+    /// request's channel, or the connection closed).
+    pub(crate) fn cancel_task_on_answer(&self, id: &RequestId) -> bool {
+        match lock(&self.pending).get_mut(id) {
+            Some(entry) => {
+                entry.task = TaskCancel::OnAnswer;
+                true
             }
-            None => tracing::debug!(
+            None => false,
+        }
+    }
+
+    /// Hands the peer's answer to the request waiting for it; for a task request given up
+    /// before, sends `tasks/cancel` for the task it names.
+    pub(crate) fn answer(&self, id: RequestId, outcome: Reply) {
+        let mut pending = lock(&self.pending);
+        let Some(entry) = pending.remove(&id) else {
+            drop(pending);
+            tracing::debug!(
                 request_id = %id,
                 "dropped a response to a request we never sent, already cancelled or gave up on"
-            ),
+            );
+            return;
+        };
+        if entry.orphan {
+            self.orphans.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.rules.on_response(&entry.method, &outcome);
+        let task = (entry.task == TaskCancel::OnAnswer)
+            .then(|| task_id_of(&outcome))
+            .flatten();
+        // Sent under the lock: a request given up concurrently either finds its entry here
+        // (and marks it) or its answer in its channel.
+        let _ = entry.tx.send(outcome);
+        drop(pending);
+        if let Some(task) = task {
+            self.send_task_cancel(&id, &task);
+        }
+    }
+
+    /// Sends `tasks/cancel {taskId}` for the task our request `request` created. Like a cancel
+    /// notification it is never refused or queued behind the output bound, and its answer is
+    /// not waited for.
+    pub(crate) fn send_task_cancel(&self, request: &RequestId, task: &str) {
+        if self.closed() {
+            return;
+        }
+        let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut params = serde_json::json!({ "taskId": task });
+        if self.rules.edits_outgoing(tasks::CANCEL) {
+            self.rules.outgoing_params(tasks::CANCEL, &mut params);
+        }
+        tracing::info!(request_id = %request, task_id = task, "cancelling the task our abandoned request created");
+        let message = wire::request(&id, tasks::CANCEL, wire::params(&params).as_deref());
+        self.outbox.send_anyway(message);
+    }
+
+    /// Starts watching `token` for progress; `None` if it is watched already or the map is full.
+    pub(crate) fn watch_progress(&self, token: &RequestId) -> Option<Arc<Progress>> {
+        let mut progress = lock(&self.progress);
+        if progress.len() >= MAX_PROGRESS_TOKENS || progress.contains_key(token) {
+            return None;
+        }
+        let watched = Arc::new(Progress::default());
+        progress.insert(token.clone(), Arc::clone(&watched));
+        Some(watched)
+    }
+
+    /// Stops watching `token`.
+    pub(crate) fn unwatch_progress(&self, token: &RequestId) {
+        lock(&self.progress).remove(token);
+    }
+
+    /// MCP `notifications/progress`: wakes the request of ours whose token it names, if any.
+    pub(crate) fn on_progress(&self, params: Option<&RawValue>) {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "progressToken")]
+            token: RequestId,
+        }
+        let progress = lock(&self.progress);
+        if progress.is_empty() {
+            return;
+        }
+        let Some(Ok(params)) = params.map(|p| serde_json::from_str::<Params>(p.get())) else {
+            return;
+        };
+        if let Some(watched) = progress.get(&params.token) {
+            watched.count.fetch_add(1, Ordering::Relaxed);
+            watched.waker.wake();
         }
     }
 
@@ -116,18 +278,69 @@ impl Shared {
     /// Fails every request still waiting for an answer ([`RequestError::Closed`]).
     pub(crate) fn fail_pending(&self) {
         let pending: Vec<Pending> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        self.orphans.store(0, Ordering::Relaxed);
         drop(pending);
     }
 
-    /// Tells the peer to cancel one of our requests (never `initialize`).
-    pub(crate) fn send_cancel(&self, id: &RequestId, method: &str, reason: &str) {
+    /// Tells the peer to cancel one of our requests (never `initialize`), with the reason text
+    /// the [`ReasonPolicy`] lets out; logs the cause in full.
+    pub(crate) fn send_cancel(&self, id: &RequestId, method: &str, cause: &OutgoingCause) {
         if self.closed() {
             return;
         }
-        if let Some(message) = self.rules.cancel_message(id, method, reason) {
+        tracing::info!(request_id = %id, method, cause = %cause.full(), "cancelled a request of ours");
+        let reason = self.reason_policy.outgoing(cause);
+        if let Some(message) = self.rules.cancel_message(id, method, reason.as_deref()) {
             self.outbox.send_anyway(message);
         }
     }
+}
+
+/// The task id in the answer to a task-augmented request: 2025-11-25's `CreateTaskResult`
+/// (`{"task": {"taskId"}}`) or the 2026-07-28 extension's (`{"resultType": "task", "taskId"}`).
+pub(crate) fn task_id_of(outcome: &Reply) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Created {
+        task: Option<Task>,
+        #[serde(rename = "taskId")]
+        task_id: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Task {
+        #[serde(rename = "taskId")]
+        task_id: String,
+    }
+    let created: Created = serde_json::from_str(outcome.as_ref().ok()?.get()).ok()?;
+    created.task.map(|t| t.task_id).or(created.task_id)
+}
+
+/// Whether our `method` request with these params is an MCP task-augmented request.
+fn is_task_request(rules: &Rules, method: &str, params: Option<&RawValue>) -> bool {
+    matches!(rules.protocol, Protocol::Mcp(_))
+        && method == tasks::AUGMENTABLE
+        && tasks::requested(params).is_some()
+}
+
+/// The `_meta.progressToken` of a request's params, if they carry one.
+fn progress_token_of(params: Option<&RawValue>) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "progressToken")]
+        token: Option<RequestId>,
+    }
+    let params = params?;
+    if !params.get().contains("\"progressToken\"") {
+        return None;
+    }
+    serde_json::from_str::<Params>(params.get())
+        .ok()?
+        .meta?
+        .token
 }
 
 /// Sends requests and notifications on a connection; cheap to clone.
@@ -177,6 +390,14 @@ impl PeerHandle {
                 return OutgoingRequest::failed(shared_arc, id, name, RequestError::Encode(e));
             }
         };
+        let task = if is_task_request(&shared.rules, method, params.as_deref()) {
+            TaskCancel::Task
+        } else {
+            TaskCancel::No
+        };
+        let progress_token = matches!(shared.rules.protocol, Protocol::Mcp(_))
+            .then(|| progress_token_of(params.as_deref()))
+            .flatten();
         let message = wire::request(&id, method, params.as_deref());
         let (tx, rx) = oneshot::channel();
         lock(&shared.pending).insert(
@@ -184,6 +405,8 @@ impl PeerHandle {
             Pending {
                 tx,
                 method: Arc::clone(&name),
+                task,
+                orphan: false,
             },
         );
         let unsent = match (shared.closed(), shared.outbox.try_send(message)) {
@@ -195,6 +418,74 @@ impl PeerHandle {
             }
         };
         OutgoingRequest::new(shared_arc, id, name, rx, unsent)
+            .with_task(task != TaskCancel::No)
+            .with_progress_token(progress_token)
+    }
+
+    /// [`request`](Self::request) with a timeout that restarts whenever the peer reports
+    /// progress for it, up to `max` in all (MCP `notifications/progress`; MCP 2026-07-28
+    /// recommends this to clients). Adds `_meta.progressToken` to the params unless they carry
+    /// one already. See [`OutgoingRequest::progress_timeout`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(peer: cancelkit::peer::PeerHandle) -> Result<(), cancelkit::peer::RequestError> {
+    /// let result: serde_json::Value = peer
+    ///     .request_with_progress(
+    ///         "tools/call",
+    ///         serde_json::json!({"name": "build", "arguments": {}}),
+    ///         Duration::from_secs(10),  // no progress for 10 s: cancelled
+    ///         Duration::from_secs(600), // never more than 10 min
+    ///     )
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn request_with_progress<P: Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: P,
+        idle: Duration,
+        max: Duration,
+    ) -> OutgoingRequest<R> {
+        let mut params = match serde_json::to_value(params) {
+            Ok(params) => params,
+            Err(e) => {
+                let id = RequestId::Number(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+                return OutgoingRequest::failed(
+                    Arc::clone(&self.shared),
+                    id,
+                    Arc::from(method),
+                    RequestError::Encode(e),
+                );
+            }
+        };
+        static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+        if params.is_null() {
+            params = serde_json::json!({});
+        }
+        if let Some(object) = params.as_object_mut() {
+            let meta = object
+                .entry("_meta")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.entry("progressToken").or_insert_with(|| {
+                    let n = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+                    format!("cancelkit-progress-{n}").into()
+                });
+            }
+        }
+        self.request(method, params).progress_timeout(idle, max)
+    }
+
+    /// Cancels the inbound request `id` in flight from our side — an operator, or a gateway's
+    /// HTTP API, asked — with `reason` as its cause (typically [`CancelReason::Api`] with who
+    /// asked). The handler sees the reason through [`crate::cancel_reason`]; the request is
+    /// still answered (-32800, or the handler's result), since the peer did not cancel it.
+    /// Returns whether a cancellable request with that id was in flight and not yet cancelled.
+    pub fn cancel_inbound(&self, id: &RequestId, reason: CancelReason) -> bool {
+        let outcome = self.shared.registry.cancel_ours(id, reason);
+        tracing::debug!(request_id = %id, ?outcome, "cancel of an inbound request asked from our side");
+        outcome == Cancel::Cancelled
     }
 
     /// Sends a notification, waiting for room in our output queue if the peer is slow to read.
@@ -238,6 +529,7 @@ impl PeerHandle {
     /// fail with [`RequestError::Closed`], and the connection ends once owed answers are sent —
     /// or once the shutdown grace has passed, whichever comes first.
     pub fn close(&self) {
+        self.shared.closing.store(true, Ordering::Relaxed);
         self.shared.stop_reading.cancel();
     }
 

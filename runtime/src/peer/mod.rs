@@ -47,6 +47,7 @@
 
 pub(crate) mod budget;
 mod builder;
+mod disconnect;
 mod dispatch;
 pub(crate) mod framing;
 mod handle;
@@ -67,7 +68,8 @@ pub use builder::{
     DEFAULT_MAX_TASKS, DEFAULT_SHUTDOWN_GRACE, DEFAULT_WRITE_TIMEOUT, PeerBuilder,
 };
 pub use framing::Framing;
-pub use handle::PeerHandle;
+pub use disconnect::{DisconnectPolicy, ReasonPolicy};
+pub use handle::{MAX_ABANDONED_TASKS, MAX_PROGRESS_TOKENS, PeerHandle};
 pub use negotiate::{DEFAULT_DISCOVER_TIMEOUT, Negotiated};
 pub use outgoing::{OutgoingRequest, RequestError};
 pub use policy::tasks::DEFAULT_TASK_TTL;

@@ -14,7 +14,8 @@ use tokio::sync::oneshot;
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::handle::Shared;
+use super::disconnect::OutgoingCause;
+use super::handle::{Progress, Shared, task_id_of};
 use super::router::Reply;
 use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
 
@@ -66,6 +67,12 @@ impl From<RequestError> for JsonRpcError {
 /// cancelled — unless [`detach`](Self::detach) was called. If it was made inside a cancellation
 /// scope (a `#[cancellable]` handler, say), cancelling that scope cancels the request the same
 /// way, so one cancel cascades across hops.
+///
+/// An MCP task-augmented request (`tools/call` with `params.task`) is never cancelled with
+/// `notifications/cancelled`: given up before its `CreateTaskResult` arrives, it sends
+/// `tasks/cancel {taskId}` as soon as the task id does (at most
+/// [`MAX_ABANDONED_TASKS`](super::MAX_ABANDONED_TASKS) such requests wait for their id);
+/// given up once it has arrived, at once.
 #[must_use = "dropping an outgoing request cancels it"]
 pub struct OutgoingRequest<R> {
     shared: Arc<Shared>,
@@ -75,12 +82,32 @@ pub struct OutgoingRequest<R> {
     scope: Option<Scope>,
     waiter: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     timeout: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// A timeout that restarts on progress, up to a maximum.
+    progress: Option<Box<ProgressTimeout>>,
+    /// The `_meta.progressToken` its params carry, if any.
+    progress_token: Option<RequestId>,
+    /// MCP task-augmented: cancelled with `tasks/cancel`, once its task id is known.
+    task: bool,
+    /// An answer taken from `rx` early (by [`cancel`](Self::cancel) of a task request), for
+    /// `poll` to return.
+    ready: Option<Result<Reply, oneshot::error::RecvError>>,
     state: State,
     /// Why the request could not even be sent.
     early: Option<RequestError>,
     /// Not queued yet (our output queue was full): the message, and the room being waited for.
     unsent: Option<Unsent>,
     _result: PhantomData<fn() -> R>,
+}
+
+/// The state of [`OutgoingRequest::progress_timeout`].
+struct ProgressTimeout {
+    idle: Duration,
+    max: Duration,
+    idle_timer: Pin<Box<Sleep>>,
+    max_timer: Pin<Box<Sleep>>,
+    /// Progress seen for the request's token (`None`: no token, or too many watched).
+    watched: Option<(RequestId, Arc<Progress>)>,
+    seen: u64,
 }
 
 /// A request waiting for room in our output queue.
@@ -134,6 +161,10 @@ impl<R> OutgoingRequest<R> {
             scope: crate::current_scope(),
             waiter: None,
             timeout: None,
+            progress: None,
+            progress_token: None,
+            task: false,
+            ready: None,
             state: State::Waiting,
             early: None,
             unsent,
@@ -155,6 +186,16 @@ impl<R> OutgoingRequest<R> {
         request
     }
 
+    pub(crate) fn with_task(mut self, task: bool) -> Self {
+        self.task = task;
+        self
+    }
+
+    pub(crate) fn with_progress_token(mut self, token: Option<RequestId>) -> Self {
+        self.progress_token = token;
+        self
+    }
+
     /// The id the request was sent with.
     pub fn id(&self) -> &RequestId {
         &self.id
@@ -164,6 +205,50 @@ impl<R> OutgoingRequest<R> {
     /// [`RequestError::Timeout`].
     pub fn timeout(mut self, after: Duration) -> Self {
         self.timeout = Some((after, Box::pin(tokio::time::sleep(after))));
+        self
+    }
+
+    /// Gives up after `idle` without progress, or after `max` in all, whichever comes first:
+    /// the timer restarts on each MCP `notifications/progress` whose `progressToken` is the one
+    /// in this request's `_meta.progressToken` (MCP 2026-07-28 recommends exactly this to
+    /// clients). On expiry the peer is told to cancel, as with [`timeout`](Self::timeout), and
+    /// the request fails with [`RequestError::Timeout`] of `idle` or `max`.
+    ///
+    /// The params must carry the token: [`PeerHandle::request_with_progress`] adds one. Without
+    /// one (nothing can reset the timer), it times out after `idle`; when
+    /// [`MAX_PROGRESS_TOKENS`](super::MAX_PROGRESS_TOKENS) requests are already watched, it
+    /// falls back to a plain timeout of `max` with a warning.
+    ///
+    /// [`PeerHandle::request_with_progress`]: super::PeerHandle::request_with_progress
+    pub fn progress_timeout(mut self, idle: Duration, max: Duration) -> Self {
+        if self.state == State::Done {
+            return self;
+        }
+        let idle = idle.min(max);
+        let watched = match &self.progress_token {
+            Some(token) => match self.shared.watch_progress(token) {
+                Some(progress) => Some((token.clone(), progress)),
+                None => {
+                    tracing::warn!(request_id = %self.id, "cannot watch this request's progress (too many watched, or its token is in use); a plain timeout of the maximum applies");
+                    self.timeout = Some((max, Box::pin(tokio::time::sleep(max))));
+                    return self;
+                }
+            },
+            None => None,
+        };
+        if let Some(old) = self.progress.take()
+            && let Some((token, _)) = &old.watched
+        {
+            self.shared.unwatch_progress(token);
+        }
+        self.progress = Some(Box::new(ProgressTimeout {
+            idle,
+            max,
+            idle_timer: Box::pin(tokio::time::sleep(idle)),
+            max_timer: Box::pin(tokio::time::sleep(max)),
+            watched,
+            seen: 0,
+        }));
         self
     }
 
@@ -183,10 +268,29 @@ impl<R> OutgoingRequest<R> {
     /// this future then resolves to; an MCP peer sends nothing, so combine it with
     /// [`timeout`](Self::timeout). Calling it again, or dropping the request afterwards, sends
     /// no second cancel.
+    ///
+    /// For an MCP task-augmented request this sends `tasks/cancel` once the task id is known
+    /// (at once if it is), and the future still resolves to the `CreateTaskResult`.
     pub fn cancel(&mut self) {
         if self.state == State::Waiting {
-            self.shared
-                .send_cancel(&self.id, &self.method, "cancelled by the caller");
+            if self.task {
+                tracing::info!(request_id = %self.id, method = &*self.method, cause = "cancelled by the caller", "cancelling the task of a request of ours");
+                if !self.shared.cancel_task_on_answer(&self.id) {
+                    // Already answered: the answer waits in our channel.
+                    let ready = self.rx.try_recv().map_err(|_| ());
+                    if let Ok(reply) = &ready
+                        && let Some(task) = task_id_of(reply)
+                    {
+                        self.shared.send_task_cancel(&self.id, &task);
+                    }
+                    if let Ok(reply) = ready {
+                        self.ready = Some(Ok(reply));
+                    }
+                }
+            } else {
+                self.shared
+                    .send_cancel(&self.id, &self.method, &OutgoingCause::Explicit);
+            }
             self.state = State::Detached;
             self.scope = None;
         }
@@ -194,12 +298,61 @@ impl<R> OutgoingRequest<R> {
 
     /// Tells the peer to cancel (unless that already happened, or the request never left our
     /// queue) and forgets the request.
-    fn give_up(&mut self, reason: &str) {
+    fn give_up(&mut self, cause: OutgoingCause) {
         if self.state == State::Waiting && self.unsent.take().is_none() {
-            self.shared.send_cancel(&self.id, &self.method, reason);
+            if self.task {
+                self.give_up_task(&cause);
+            } else {
+                self.shared.send_cancel(&self.id, &self.method, &cause);
+            }
         }
         self.state = State::Done;
         self.shared.forget(&self.id);
+        self.stop_watching();
+    }
+
+    /// A task request given up: `tasks/cancel` when its task id arrives, or now if it has.
+    fn give_up_task(&mut self, cause: &OutgoingCause) {
+        tracing::info!(request_id = %self.id, method = &*self.method, cause = %cause.full(), "cancelling the task of a request of ours");
+        if self.shared.cancel_task_on_answer(&self.id) {
+            return; // `forget` keeps the entry until the task id arrives
+        }
+        let reply = match self.ready.take() {
+            Some(Ok(reply)) => Some(reply),
+            _ => self.rx.try_recv().ok(),
+        };
+        if let Some(task) = reply.as_ref().and_then(task_id_of) {
+            self.shared.send_task_cancel(&self.id, &task);
+        }
+    }
+
+    fn stop_watching(&mut self) {
+        if let Some(progress) = self.progress.take()
+            && let Some((token, _)) = &progress.watched
+        {
+            self.shared.unwatch_progress(token);
+        }
+    }
+
+    /// Polls the progress timeout: `Some(after)` once it expired.
+    fn poll_progress(&mut self, cx: &mut TaskContext<'_>) -> Option<Duration> {
+        let progress = self.progress.as_mut()?;
+        if let Some((_, watched)) = &progress.watched {
+            watched.waker.register(cx.waker());
+            let count = watched.count.load(std::sync::atomic::Ordering::Relaxed);
+            if count != progress.seen {
+                progress.seen = count;
+                let deadline = tokio::time::Instant::now() + progress.idle;
+                progress.idle_timer.as_mut().reset(deadline);
+            }
+        }
+        if progress.max_timer.as_mut().poll(cx).is_ready() {
+            return Some(progress.max);
+        }
+        if progress.idle_timer.as_mut().poll(cx).is_ready() {
+            return Some(progress.idle);
+        }
+        None
     }
 }
 
@@ -221,8 +374,13 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
                 return Poll::Ready(Err(RequestError::Closed));
             }
         }
-        if let Poll::Ready(reply) = Pin::new(&mut this.rx).poll(cx) {
+        let reply = match this.ready.take() {
+            Some(reply) => Poll::Ready(reply),
+            None => Pin::new(&mut this.rx).poll(cx),
+        };
+        if let Poll::Ready(reply) = reply {
             this.state = State::Done;
+            this.stop_watching();
             return Poll::Ready(match reply {
                 Ok(Ok(raw)) => serde_json::from_str(raw.get()).map_err(RequestError::Decode),
                 Ok(Err(error)) => Err(RequestError::Rpc(error)),
@@ -235,7 +393,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
                 .get_or_insert_with(|| Box::pin(scope.token().clone().cancelled_owned()));
             if waiter.as_mut().poll(cx).is_ready() {
                 let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
-                this.give_up(&reason.to_string());
+                this.give_up(OutgoingCause::Reason(reason.clone()));
                 return Poll::Ready(Err(RequestError::Cancelled(Cancelled::new(reason))));
             }
         }
@@ -243,7 +401,11 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
             && sleep.as_mut().poll(cx).is_ready()
         {
             let after = *after;
-            this.give_up(&format!("timed out after {after:?}"));
+            this.give_up(OutgoingCause::Reason(CancelReason::Timeout(after)));
+            return Poll::Ready(Err(RequestError::Timeout(after)));
+        }
+        if let Some(after) = this.poll_progress(cx) {
+            this.give_up(OutgoingCause::Reason(CancelReason::Timeout(after)));
             return Poll::Ready(Err(RequestError::Timeout(after)));
         }
         Poll::Pending
@@ -253,9 +415,12 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
 impl<R> Drop for OutgoingRequest<R> {
     fn drop(&mut self) {
         match self.state {
-            State::Waiting => self.give_up("the caller dropped the request"),
-            State::Detached => self.shared.forget(&self.id),
-            State::Done => {}
+            State::Waiting => self.give_up(OutgoingCause::Dropped),
+            State::Detached => {
+                self.shared.forget(&self.id);
+                self.stop_watching();
+            }
+            State::Done => self.stop_watching(),
         }
     }
 }

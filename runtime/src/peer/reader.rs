@@ -84,6 +84,10 @@ async fn handle_frame(peer: &PeerHandle, frame: Frame) {
 /// Closing: cancel everything in flight, fail what we are waiting for, let cancelled handlers
 /// send the answers they owe and the writer write them — all within the grace period, after
 /// which whatever is left is dropped.
+///
+/// The cause is [`CancelReason::Shutdown`] when we closed ([`PeerHandle::close`]), else
+/// [`CancelReason::ConnectionClosed`]; then the requests the disconnect policy lets finish run
+/// on until its bound.
 async fn close(
     peer: &PeerHandle,
     grace: Duration,
@@ -92,7 +96,26 @@ async fn close(
 ) {
     let shared = &peer.shared;
     let deadline = tokio::time::Instant::now() + grace;
-    shared.canceller.cancel(CancelReason::Shutdown);
+    if shared.closing.load(std::sync::atomic::Ordering::Relaxed) {
+        shared.canceller.cancel(CancelReason::Shutdown);
+        shared.survivors_canceller.cancel(CancelReason::Shutdown);
+    } else {
+        shared.canceller.cancel(CancelReason::ConnectionClosed);
+        let survivors = shared.survivors_canceller.clone();
+        let bound = shared.disconnect.bound(grace);
+        if shared.disconnect == super::DisconnectPolicy::default() || bound.is_zero() {
+            survivors.cancel(CancelReason::ConnectionClosed);
+        } else {
+            tracing::info!(
+                ?bound,
+                "the peer went away; requests the disconnect policy names run on until done or for at most the bound"
+            );
+            tokio::spawn(async move {
+                tokio::time::sleep(bound).await;
+                survivors.cancel(CancelReason::ConnectionClosed);
+            });
+        }
+    }
     shared.fail_pending();
     if tokio::time::timeout_at(deadline, shared.limits.all_answered())
         .await

@@ -28,6 +28,8 @@ struct Entry {
 pub(crate) struct Finished {
     /// ACP: ended by `session/cancel`.
     pub session_cancelled: bool,
+    /// The peer cancelled it (it is answered all the same: ACP, LSP, MCP gateways).
+    pub peer_cancelled: bool,
 }
 
 /// The outcome of a cancel notification.
@@ -107,6 +109,23 @@ impl Registry {
         Cancel::Cancelled
     }
 
+    /// Cancels the request `id` from our side (an operator, an HTTP API): recorded with
+    /// `reason`, never forgotten, since the peer still expects an answer.
+    pub(crate) fn cancel_ours(&self, id: &RequestId, reason: CancelReason) -> Cancel {
+        let entries = self.lock();
+        let Some(entry) = entries.get(id) else {
+            return Cancel::Unknown;
+        };
+        if !entry.cancellable {
+            return Cancel::NotCancellable;
+        }
+        if entry.canceller.is_cancelled() {
+            return Cancel::AlreadyCancelled;
+        }
+        entry.canceller.cancel(reason);
+        Cancel::Cancelled
+    }
+
     /// Cancels every prompt turn of `session` (ACP `session/cancel`); returns how many.
     pub(crate) fn cancel_session(&self, session: &str) -> usize {
         let mut entries = self.lock();
@@ -132,6 +151,7 @@ impl Registry {
                 let entry = entries.remove(id).expect("present");
                 Some(Finished {
                     session_cancelled: entry.session_cancelled,
+                    peer_cancelled: entry.peer_cancelled,
                 })
             }
             _ => None,

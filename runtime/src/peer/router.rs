@@ -97,6 +97,8 @@ pub(crate) struct RequestRoute {
     /// Cooperative routes run to completion and observe the token themselves; others are
     /// dropped at their next `.await` once cancelled.
     pub(crate) cooperative: bool,
+    /// The method it serves, for the log line of a cancelled request.
+    pub(crate) method: Arc<str>,
 }
 
 impl RequestRoute {
@@ -190,11 +192,13 @@ impl Router {
             handler,
             _types: PhantomData,
         });
+        let name = Arc::from(method.as_str());
         self.requests.insert(
             method,
             Arc::new(RequestRoute {
                 handler,
                 cooperative,
+                method: name,
             }),
         );
         self
