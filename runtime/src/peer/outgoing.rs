@@ -415,7 +415,15 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
 impl<R> Drop for OutgoingRequest<R> {
     fn drop(&mut self) {
         match self.state {
-            State::Waiting => self.give_up(OutgoingCause::Dropped),
+            State::Waiting => {
+                // Dropped because its scope was cancelled (a handler stopped at an `.await`):
+                // that is the cause, not the drop.
+                let cause = match self.scope.as_ref().and_then(Scope::cancel_reason) {
+                    Some(reason) => OutgoingCause::Reason(reason),
+                    None => OutgoingCause::Dropped,
+                };
+                self.give_up(cause);
+            }
             State::Detached => {
                 self.shared.forget(&self.id);
                 self.stop_watching();
