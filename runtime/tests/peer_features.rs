@@ -393,6 +393,38 @@ async fn methods_that_run_on_stop_at_the_bound() {
     );
 }
 
+/// MCP tasks run on after a hang-up when the policy says so, and are stopped otherwise.
+#[tokio::test]
+async fn tasks_finish_after_a_hang_up_when_the_policy_says_so() {
+    for (finish, expected) in [
+        (true, Event::Finished("job".into())),
+        (false, Event::Dropped("job".into())),
+    ] {
+        let mut s = common::serve(MCP, |b| {
+            b.on_disconnect(
+                DisconnectPolicy::finish(Vec::<String>::new())
+                    .tasks(finish)
+                    .max(Duration::from_secs(5)),
+            )
+        });
+        let created = s
+            .wire
+            .call(json!(1), "tools/call", task_call("job", 300))
+            .await;
+        assert_eq!(created["result"]["task"]["status"], "working", "{created}");
+        assert_eq!(
+            next_event(&mut s.events).await,
+            Event::Started("job".into())
+        );
+        s.wire.hang_up().await;
+        assert_eq!(
+            next_event(&mut s.events).await,
+            expected,
+            "finish tasks: {finish}"
+        );
+    }
+}
+
 #[derive(Deserialize)]
 struct Work {
     /// Progress every this many ms (0: none).

@@ -215,7 +215,7 @@ impl Shared {
         if self.rules.edits_outgoing(tasks::CANCEL) {
             self.rules.outgoing_params(tasks::CANCEL, &mut params);
         }
-        tracing::info!(request_id = %request, task_id = task, "cancelling the task our abandoned request created");
+        tracing::debug!(request_id = %request, task_id = task, "sending tasks/cancel for the task our request created");
         let message = wire::request(&id, tasks::CANCEL, wire::params(&params).as_deref());
         self.outbox.send_anyway(message);
     }
