@@ -402,6 +402,34 @@ async fn a_dropped_task_request_ends_the_servers_task_cancelled() {
     assert_eq!(task["statusMessage"], "Cancelled by the requester");
 }
 
+/// At most `MAX_ABANDONED_TASKS` abandoned task requests wait for their task id; the one
+/// beyond is forgotten (its task would run until its ttl), and only the kept ones are cancelled.
+#[tokio::test]
+async fn abandoned_task_requests_are_bounded() {
+    let mut s = common::serve(MCP, |b| b);
+    let n = cancelkit::peer::MAX_ABANDONED_TASKS + 1;
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        drop(
+            s.peer
+                .request::<_, Value>("tools/call", task_call("t", 60_000)),
+        );
+        ids.push(s.wire.recv().await["id"].clone());
+    }
+    assert_eq!(s.peer.pending_requests(), n - 1);
+    for (i, id) in ids.iter().enumerate() {
+        s.wire
+            .send(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {"taskId": format!("task-{i}")}}}))
+            .await;
+    }
+    for i in 0..n - 1 {
+        let cancel = s.wire.recv().await;
+        assert_eq!(cancel["params"]["taskId"], format!("task-{i}"), "{cancel}");
+    }
+    s.wire.assert_silent(SHORT).await;
+    assert_eq!(s.peer.pending_requests(), 0);
+}
+
 #[tokio::test]
 async fn by_default_a_hang_up_cancels_everything() {
     let mut s = common::serve(Protocol::Acp, |b| b);
@@ -613,6 +641,31 @@ async fn a_silent_request_times_out_at_idle() {
     // The server was told (notifications/cancelled) and dropped its handler.
     let seen = tokio::time::timeout(Duration::from_secs(5), dropped.recv()).await;
     assert_eq!(seen.unwrap(), Some("dropped"));
+}
+
+/// At most `MAX_PROGRESS_TOKENS` requests are watched for progress; beyond, the request gets
+/// a plain timeout of its maximum (not its idle time).
+#[tokio::test]
+async fn watched_progress_tokens_are_bounded() {
+    let s = common::serve(MCP, |b| b);
+    let long = Duration::from_secs(60);
+    let held: Vec<_> = (0..cancelkit::peer::MAX_PROGRESS_TOKENS)
+        .map(|_| {
+            s.peer
+                .request_with_progress::<_, Value>("client/slow", json!({}), long, long)
+        })
+        .collect();
+    let max = Duration::from_millis(400);
+    let error = s
+        .peer
+        .request_with_progress::<_, Value>("client/slow", json!({}), Duration::from_millis(20), max)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RequestError::Timeout(d) if d == max),
+        "{error:?}"
+    );
+    drop(held);
 }
 
 #[tokio::test]

@@ -150,6 +150,9 @@ impl Shared {
             return;
         };
         if entry.task != TaskCancel::OnAnswer || entry.orphan {
+            if entry.orphan {
+                self.orphans.fetch_sub(1, Ordering::Relaxed);
+            }
             pending.remove(id);
             return;
         }

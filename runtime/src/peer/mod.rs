@@ -15,7 +15,10 @@
 //! - `initialize` is never cancelled, in either direction;
 //! - cancels for unknown, finished or other-direction ids, and malformed cancels, are ignored
 //!   with a log line;
-//! - closing the connection cancels everything in flight;
+//! - closing the connection cancels everything in flight, unless a [`DisconnectPolicy`] lets
+//!   named methods finish after the peer went away; the cause a handler sees tells a closed
+//!   connection ([`CancelReason::ConnectionClosed`](crate::CancelReason::ConnectionClosed)) from
+//!   our own shutdown;
 //! - every queue is bounded (see [`PeerBuilder`] for the bounds and what happens at each): a
 //!   request beyond the in-flight bounds is refused at once with -32050, and a peer that stops
 //!   reading our output first slows down (we stop reading its input), then, after the write
