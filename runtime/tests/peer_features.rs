@@ -605,13 +605,15 @@ async fn progress_keeps_a_request_alive_past_its_idle_timeout() {
         .unwrap();
     assert_eq!(done, "done");
     assert!(started.elapsed() >= Duration::from_millis(400));
-    // The caller's own token works the same.
+    // The caller's own token works the same, and a second `progress_timeout` replaces the
+    // first.
     let done: Value = client
         .handle()
         .request(
             "work",
             json!({"every_ms": 50, "total_ms": 400, "_meta": {"progressToken": "mine"}}),
         )
+        .progress_timeout(Duration::from_millis(10), Duration::from_millis(20))
         .progress_timeout(IDLE, Duration::from_secs(10))
         .await
         .unwrap();

@@ -225,6 +225,7 @@ impl<R> OutgoingRequest<R> {
             return self;
         }
         let idle = idle.min(max);
+        self.stop_watching(); // called again: the new timeout replaces the old one
         let watched = match &self.progress_token {
             Some(token) => match self.shared.watch_progress(token) {
                 Some(progress) => Some((token.clone(), progress)),
@@ -236,11 +237,6 @@ impl<R> OutgoingRequest<R> {
             },
             None => None,
         };
-        if let Some(old) = self.progress.take()
-            && let Some((token, _)) = &old.watched
-        {
-            self.shared.unwatch_progress(token);
-        }
         self.progress = Some(Box::new(ProgressTimeout {
             idle,
             max,
