@@ -302,6 +302,18 @@ fn text(text: impl Into<String>) -> Value {
 async fn call_tool(params: CallTool, cx: Context, events: Events) -> Result<Value, JsonRpcError> {
     match params.name.as_str() {
         "echo" => Ok(text(params.arguments["text"].as_str().unwrap_or_default())),
+        // Tries to send the client `notifications/cancelled` (for a request the client never
+        // received); says whether the runtime sent it.
+        "cancel_client" => {
+            let sent = cx
+                .peer()
+                .notify("notifications/cancelled", json!({"requestId": 99}))
+                .await;
+            Ok(text(match sent {
+                Ok(()) => "sent".to_owned(),
+                Err(refused) => format!("refused: {refused}"),
+            }))
+        }
         "slow" => {
             let seconds = params.arguments["seconds"].as_f64().unwrap_or(30.0);
             slow(Duration::from_secs_f64(seconds), events, cx).await
@@ -479,6 +491,14 @@ async fn rmcp_modern_client_against_us(lifecycle: ClientLifecycleMode, how: Rmcp
     let tools = client.list_all_tools().await.expect("tools/list");
     assert_eq!(tools.len(), 2);
     echo(&client, "hello").await;
+    // A 2026-07-28 server sends `notifications/cancelled` only to end `subscriptions/listen`:
+    // our runtime refuses it to a handler rather than sending it.
+    let refused = client
+        .call_tool(call("cancel_client", json!({})))
+        .await
+        .expect("cancel_client is answered");
+    let refused = &refused.content[0].as_text().unwrap().text;
+    assert!(refused.starts_with("refused"), "{refused}");
     for method in ["server/discover", "tools/list", "tools/call"] {
         let answer = tap.response_to(method);
         assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
@@ -816,5 +836,27 @@ async fn rmcp_auto_client_falls_back_to_initialize_with_our_legacy_server() {
     let id = start_and_cancel_slow(&client, &tap, &mut events, RmcpCancel::Handle).await;
     assert_cancelled_without_response(&client, &tap, &mut events, &id).await;
     tap.assert_no_request_stamped_after_initialize();
+    client.cancel().await.unwrap();
+}
+
+/// A known mismatch, kept as a failing test: a `Negotiated` server whose router has no
+/// `server/discover` route answers rmcp's stamped probe with -32601, which rmcp's `Auto` client
+/// takes for a legacy server; but the stamped probe has already decided the connection's era
+/// (2026-07-28, `Era::detect`), so the `initialize` that follows is refused with -32601 too
+/// ("`initialize` does not exist in MCP 2026-07-28") and the client cannot connect at all.
+/// rmcp's own server treats `server/discover` as a probe that decides nothing. Either outcome
+/// would pass here: the runtime answering `server/discover` itself, or a failed probe leaving
+/// the era undecided.
+#[ignore = "interop mismatch: a Negotiated server without a server/discover route locks the era on the failed probe"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_auto_client_connects_to_a_negotiated_server_without_a_discover_route() {
+    let (client_end, server_end, tap) = tapped_pipe();
+    let _wire = DumpOnPanic(tap.clone());
+    let (_server, _events) = our_server(McpRevision::Negotiated, false, server_end);
+    let client =
+        ().serve_with_lifecycle(tokio::io::split(client_end), auto_mode())
+            .await
+            .expect("rmcp connects, in either era");
+    echo(&client, "connected").await;
     client.cancel().await.unwrap();
 }
