@@ -488,6 +488,11 @@ async fn a_named_method_finishes_after_the_client_hangs_up() {
         next_event(&mut s.events).await,
         Event::Finished("keep".into())
     );
+    // Its task ends too: nothing is left in flight, nothing waits forever to be written.
+    wait_in_flight(&s, 0).await;
+    tokio::time::timeout(Duration::from_secs(5), s.server.closed())
+        .await
+        .unwrap();
 }
 
 /// Methods that run on after a disconnect are still cancelled at the policy's bound, with the
