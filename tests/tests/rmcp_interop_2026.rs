@@ -438,7 +438,7 @@ async fn start_and_cancel_slow<S: rmcp::Service<RoleClient>>(
                 outcome = pending => panic!("the slow call finished: {outcome:?}"),
                 event = next(events) => assert_eq!(event, "started"),
             }
-            tap.wait_for_request(|m| m["params"]["name"] == "slow")
+            tap.wait_for_request(|m| m["params"]["arguments"]["seconds"] == 30)
                 .await
         }
     }
@@ -499,6 +499,15 @@ async fn rmcp_modern_client_against_us(lifecycle: ClientLifecycleMode, how: Rmcp
         .expect("cancel_client is answered");
     let refused = &refused.content[0].as_text().unwrap().text;
     assert!(refused.starts_with("refused"), "{refused}");
+    // `slow` is a task tool, but this client did not declare the tasks extension: a plain
+    // result.
+    let plain = client
+        .call_tool(call("slow", json!({"seconds": 0})))
+        .await
+        .expect("slow without the tasks extension is answered as usual");
+    assert_eq!(plain.content[0].as_text().unwrap().text, "slept");
+    assert_eq!(next(&mut events).await, "started");
+    assert_eq!(next(&mut events).await, "finished");
     for method in ["server/discover", "tools/list", "tools/call"] {
         let answer = tap.response_to(method);
         assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
@@ -582,6 +591,12 @@ async fn rmcp_tasks_client_cancels_our_task_tool() {
         .expect("tasks/get");
     assert_eq!(got.task.status(), TaskStatus::Cancelled);
     assert_eq!(got.task.task.task_id, task_id);
+    // Cancelling a task that already ended is acknowledged too (cooperative, eventually
+    // consistent), not an error as in 2025-11-25.
+    client
+        .cancel_task(CancelTaskParams::new(task_id.clone()))
+        .await
+        .expect("a second tasks/cancel is acknowledged");
 
     // The same answers, read from the wire with rmcp's own types.
     let created_wire = tap.response_to("tools/call")["result"].clone();
