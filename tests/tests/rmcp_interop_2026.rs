@@ -23,7 +23,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     ClientCapabilities, ClientConfig, ClientRequest, ContentBlock, CreateTaskResult, ErrorData,
     GetTaskParams, GetTaskResult, Implementation, ProtocolVersion, TASKS_EXTENSION_ID,
-    TaskAckResult, TaskStatus,
+    TaskAckResult, TaskPayload, TaskStatus,
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{
@@ -612,6 +612,37 @@ async fn rmcp_tasks_client_cancels_our_task_tool() {
     assert_eq!(get_wire["status"], "cancelled");
     let parsed: GetTaskResult = serde_json::from_value(get_wire).unwrap();
     assert_eq!(parsed.task.status(), TaskStatus::Cancelled);
+
+    // A task that runs to its end: `tasks/get` carries the tool's result inline, which rmcp
+    // reads as `TaskPayload::Completed`.
+    let CallToolResponse::Task(quick) = client
+        .call_tool_once(call("slow", json!({"seconds": 0})))
+        .await
+        .expect("tools/call")
+    else {
+        panic!("expected a task handle");
+    };
+    assert_eq!(next(&mut events).await, "started");
+    assert_eq!(next(&mut events).await, "finished");
+    let mut polled = None;
+    for _ in 0..100 {
+        let got = client
+            .get_task(GetTaskParams::new(quick.task.task_id.clone()))
+            .await
+            .expect("tasks/get");
+        if got.task.status().is_terminal() {
+            polled = Some(got);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let polled = polled.expect("the quick task ends");
+    match &polled.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(result["content"][0]["text"], "slept", "{result:?}")
+        }
+        other => panic!("expected a completed task, got {other:?}"),
+    }
 
     // Every request declared the extension in its own `_meta`; nobody sent a cancel
     // notification for the task (tasks are cancelled with `tasks/cancel`).
