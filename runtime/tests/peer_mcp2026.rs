@@ -604,3 +604,30 @@ async fn a_fixed_2026_client_stamps_from_its_first_request_and_a_negotiated_serv
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn the_client_info_given_to_discover_is_stamped_on_every_later_request() {
+    let server = Peer::builder(NEGOTIATED).router(legacy_server_router());
+    let (_server, client) = pair(server, Peer::builder(NEGOTIATED));
+    let negotiated = client
+        .handle()
+        .discover_or_initialize(
+            json!({"name": "learned", "version": "2"}),
+            DEFAULT_DISCOVER_TIMEOUT,
+        )
+        .await
+        .unwrap();
+    // The server has no `server/discover` route: the runtime answers it rather than leave a
+    // client that already ruled out `initialize` stranded.
+    assert_eq!(negotiated.revision, McpRevision::V2026_07_28);
+    assert_eq!(
+        negotiated.server["supportedVersions"],
+        json!(["2026-07-28", "2025-11-25", "2024-11-05"])
+    );
+    assert_eq!(negotiated.server["capabilities"], json!({}));
+    let echoed: Value = client.handle().request("echo", json!({})).await.unwrap();
+    assert_eq!(
+        echoed["echo"]["_meta"]["io.modelcontextprotocol/clientInfo"]["name"], "learned",
+        "{echoed}"
+    );
+}

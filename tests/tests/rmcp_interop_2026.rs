@@ -885,15 +885,10 @@ async fn rmcp_auto_client_falls_back_to_initialize_with_our_legacy_server() {
     client.cancel().await.unwrap();
 }
 
-/// A known mismatch, kept as a failing test: a `Negotiated` server whose router has no
-/// `server/discover` route answers rmcp's stamped probe with -32601, which rmcp's `Auto` client
-/// takes for a legacy server; but the stamped probe has already decided the connection's era
-/// (2026-07-28, `Era::detect`), so the `initialize` that follows is refused with -32601 too
-/// ("`initialize` does not exist in MCP 2026-07-28") and the client cannot connect at all.
-/// rmcp's own server treats `server/discover` as a probe that decides nothing. Either outcome
-/// would pass here: the runtime answering `server/discover` itself, or a failed probe leaving
-/// the era undecided.
-#[ignore = "interop mismatch: a Negotiated server without a server/discover route locks the era on the failed probe"]
+/// A `Negotiated` server whose router has no `server/discover` route: the stamped probe has
+/// decided the connection's era (2026-07-28), so answering it -32601 would send rmcp's `Auto`
+/// client to an `initialize` that this era refuses, and it could not connect at all. The
+/// runtime answers the probe itself (the supported versions, no capabilities) instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_auto_client_connects_to_a_negotiated_server_without_a_discover_route() {
     let (client_end, server_end, tap) = tapped_pipe();

@@ -184,6 +184,9 @@ pub(crate) async fn request(
         Handler::TaskResult(Arc::clone(tasks))
     } else if let Some(route) = shared.router.request_route(method) {
         Handler::Route(Arc::clone(route))
+    } else if let Some(reply) = shared.rules.default_discover(method) {
+        send_reply(peer, &id, &reply).await;
+        return;
     } else {
         let error =
             JsonRpcError::method_not_found().with_data(format!("no handler for `{method}`"));

@@ -111,10 +111,11 @@ impl PeerHandle {
         timeout: Duration,
     ) -> Result<Value, RequestError> {
         let rules = &self.shared.rules;
-        let mut meta = rules.mcp.client.clone();
-        meta.info.get_or_insert_with(|| client_info.clone());
+        // Every later request carries the same `clientInfo`, as the specification asks,
+        // unless the builder named one.
+        let _ = rules.mcp.client.learned_info.set(client_info.clone());
         let mut params = json!({});
-        meta.stamp(&mut params);
+        rules.mcp.client.stamp(&mut params);
         let result: Value = self.request(DISCOVER, params).timeout(timeout).await?;
         let speaks = result
             .get("supportedVersions")

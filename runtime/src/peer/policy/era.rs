@@ -279,7 +279,10 @@ fn read_meta(params: Option<&RawValue>) -> Result<Meta<'_>, String> {
 #[derive(Debug, Clone)]
 pub(crate) struct ClientMeta {
     pub(crate) capabilities: Value,
+    /// From the builder.
     pub(crate) info: Option<Value>,
+    /// From `discover_or_initialize`, when the builder gave none.
+    pub(crate) learned_info: std::sync::OnceLock<Value>,
 }
 
 impl Default for ClientMeta {
@@ -287,6 +290,7 @@ impl Default for ClientMeta {
         Self {
             capabilities: Value::Object(Map::new()),
             info: None,
+            learned_info: std::sync::OnceLock::new(),
         }
     }
 }
@@ -311,7 +315,7 @@ impl ClientMeta {
             .or_insert_with(|| Value::String(V2026.to_owned()));
         meta.entry(CLIENT_CAPABILITIES)
             .or_insert_with(|| self.capabilities.clone());
-        if let Some(info) = &self.info {
+        if let Some(info) = self.info.as_ref().or(self.learned_info.get()) {
             meta.entry(CLIENT_INFO).or_insert_with(|| info.clone());
         }
     }
@@ -494,6 +498,7 @@ mod tests {
         let meta = ClientMeta {
             capabilities: serde_json::json!({"sampling": {}}),
             info: Some(serde_json::json!({"name": "c", "version": "1"})),
+            learned_info: std::sync::OnceLock::new(),
         };
         let mut params = serde_json::json!({"name": "x", "_meta": {"progressToken": 3}});
         meta.stamp(&mut params);

@@ -272,7 +272,7 @@ impl Rules {
             era.learn_role(false);
         }
         self.is_2026_server().then(|| {
-            format!("an MCP 2026-07-28 server issues no requests; `{method}` was not sent")
+            format!("an MCP 2026-07-28 server issues no requests, so `{method}` is not sent")
         })
     }
 
@@ -293,7 +293,7 @@ impl Rules {
         match id {
             Some(id) if crate::sync::lock(&self.listens).contains(&id) => None,
             _ => Some(format!(
-                "an MCP 2026-07-28 server sends notifications/cancelled only to end a subscriptions/listen stream in flight, and {} names none; not sent",
+                "an MCP 2026-07-28 server sends notifications/cancelled only to end a subscriptions/listen stream in flight, and {} names none",
                 params
                     .get("requestId")
                     .map_or("the notification".to_owned(), |id| format!(
@@ -364,6 +364,27 @@ impl Rules {
             }),
             _ => Ok(Admission::default()),
         }
+    }
+
+    /// MCP: the answer to `server/discover` when the application has no route for it. A
+    /// negotiated (or 2026-07-28) server must answer it, and a client that is told "method not
+    /// found" takes the server for a legacy one and falls back to `initialize` — which the
+    /// discover already ruled out on this connection. So the runtime answers with what it
+    /// knows (the supported versions, no capabilities beyond the tasks extension) and says so
+    /// in the log once per connection.
+    pub(crate) fn default_discover(&self, method: &str) -> Option<Reply> {
+        let era = self.era.as_ref()?;
+        if method != era::DISCOVER || !era.is_2026() {
+            return None;
+        }
+        tracing::warn!(
+            "no server/discover route: answered with the supported versions and no capabilities; add a route that declares the server's capabilities"
+        );
+        let result = edit_json(
+            RawValue::from_string("{\"capabilities\":{}}".to_owned()).expect("valid JSON"),
+            |value| era::edit_discover(value, era.supported(), !self.mcp.task_tools.is_empty()),
+        );
+        Some(Ok(era::complete_result(result)))
     }
 
     /// MCP 2026-07-28: whether a `tools/call` (with these params) runs as a task.
