@@ -631,3 +631,84 @@ async fn the_client_info_given_to_discover_is_stamped_on_every_later_request() {
         "{echoed}"
     );
 }
+
+fn extension_client(b: cancelkit::peer::PeerBuilder) -> cancelkit::peer::PeerBuilder {
+    b.client_capabilities(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}))
+}
+
+/// A 2026-07-28 `tools/call` from a client declaring the tasks extension may come back as a
+/// task: given up before its answer, it is cancelled as an ordinary request
+/// (`notifications/cancelled`) and, if the answer turns out to be a task after all,
+/// `tasks/cancel` follows as soon as its id arrives.
+#[tokio::test]
+async fn a_dropped_2026_call_that_comes_back_as_a_task_is_cancelled_both_ways() {
+    let mut s = common::serve(Protocol::Mcp(McpRevision::V2026_07_28), extension_client);
+    let call = s
+        .peer
+        .request::<_, Value>("tools/call", json!({"name": "sleep", "arguments": {}}));
+    let sent = s.wire.recv().await;
+    assert_eq!(
+        sent["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}}),
+        "{sent}"
+    );
+    drop(call);
+    let cancelled = s.wire.recv().await;
+    assert_eq!(
+        cancelled["method"], "notifications/cancelled",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["params"]["requestId"], sent["id"]);
+    // The server had made a task before the cancel reached it.
+    s.wire
+        .send(json!({"jsonrpc": "2.0", "id": sent["id"], "result": {
+            "resultType": "task", "taskId": "task-3", "status": "working",
+            "createdAt": "2026-11-23T00:00:00.000Z", "lastUpdatedAt": "2026-11-23T00:00:00.000Z",
+            "ttlMs": 60000}}))
+        .await;
+    let cancel = s.wire.recv().await;
+    assert_eq!(cancel["method"], "tasks/cancel", "{cancel}");
+    assert_eq!(cancel["params"]["taskId"], "task-3");
+    assert_eq!(
+        cancel["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+        "tasks/cancel is a 2026-07-28 request like any other: {cancel}"
+    );
+    assert_eq!(s.peer.pending_requests(), 0);
+}
+
+/// If the server honoured the cancel (no task, so no answer ever), the request is forgotten
+/// after a while rather than kept for the life of the connection.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_2026_call_the_server_stopped_is_forgotten_after_a_while() {
+    let mut s = common::serve(Protocol::Mcp(McpRevision::V2026_07_28), extension_client);
+    let call = s
+        .peer
+        .request::<_, Value>("tools/call", json!({"name": "sleep", "arguments": {}}));
+    let _sent = s.wire.recv().await;
+    drop(call);
+    let cancelled = s.wire.recv().await;
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(
+        s.peer.pending_requests(),
+        1,
+        "kept, in case a task id comes"
+    );
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(s.peer.pending_requests(), 0);
+}
+
+/// Without the extension declared, a 2026-07-28 call is an ordinary request: cancelled with
+/// `notifications/cancelled` and forgotten at once.
+#[tokio::test]
+async fn a_dropped_2026_call_without_the_extension_is_an_ordinary_cancel() {
+    let mut s = common::serve(Protocol::Mcp(McpRevision::V2026_07_28), |b| b);
+    let call = s
+        .peer
+        .request::<_, Value>("tools/call", json!({"name": "sleep", "arguments": {}}));
+    let sent = s.wire.recv().await;
+    drop(call);
+    let cancelled = s.wire.recv().await;
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], sent["id"]);
+    assert_eq!(s.peer.pending_requests(), 0);
+}

@@ -165,6 +165,16 @@ impl Shared {
         self.orphans.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Forgets an abandoned task request that never got its answer (MCP 2026-07-28: the server
+    /// honoured our `notifications/cancelled` before it made a task, so no answer will come).
+    pub(crate) fn drop_orphan(&self, id: &RequestId) {
+        let mut pending = lock(&self.pending);
+        if pending.get(id).is_some_and(|entry| entry.orphan) {
+            pending.remove(id);
+            self.orphans.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Marks our task request `id` to be cancelled with `tasks/cancel` once its task id
     /// arrives; `false` if its answer has already been taken from the map (then it is in the
     /// request's channel, or the connection closed).
@@ -321,7 +331,9 @@ pub(crate) fn task_id_of(outcome: &Reply) -> Option<String> {
 fn is_task_request(rules: &Rules, method: &str, params: Option<&RawValue>) -> bool {
     matches!(rules.protocol, Protocol::Mcp(_))
         && method == tasks::AUGMENTABLE
-        && tasks::requested(params).is_some()
+        && (tasks::requested(params).is_some()
+            // 2026-07-28: the server decides; a client declaring the extension may get a task.
+            || (rules.is_2026() && super::policy::era::declares_tasks(params)))
 }
 
 /// The `_meta.progressToken` of a request's params, if they carry one.

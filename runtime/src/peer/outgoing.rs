@@ -19,6 +19,12 @@ use super::handle::{Progress, Shared, task_id_of};
 use super::router::Reply;
 use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
 
+/// MCP 2026-07-28: how long a `tools/call` given up before its answer is remembered, in case
+/// the answer is a task to cancel (`tasks/cancel`). A server that honours the
+/// `notifications/cancelled` sent with it never answers; one that made a task first answers
+/// within a round trip.
+const MAYBE_TASK_WAIT: Duration = Duration::from_secs(60);
+
 /// Why an outgoing request produced no result.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -271,7 +277,13 @@ impl<R> OutgoingRequest<R> {
         if self.state == State::Waiting {
             if self.task {
                 tracing::info!(request_id = %self.id, method = &*self.method, cause = "cancelled by the caller", "cancelling the task of a request of ours");
-                if !self.shared.cancel_task_on_answer(&self.id) {
+                if self.shared.cancel_task_on_answer(&self.id) {
+                    if self.shared.rules.is_2026() {
+                        // It may still be an ordinary request (see `give_up_task`).
+                        self.shared
+                            .send_cancel(&self.id, &self.method, &OutgoingCause::Explicit);
+                    }
+                } else {
                     // Already answered: the answer waits in our channel.
                     let ready = self.rx.try_recv().map_err(|_| ());
                     if let Ok(reply) = &ready
@@ -311,6 +323,12 @@ impl<R> OutgoingRequest<R> {
     fn give_up_task(&mut self, cause: &OutgoingCause) {
         tracing::info!(request_id = %self.id, method = &*self.method, cause = %cause.full(), "cancelling the task of a request of ours");
         if self.shared.cancel_task_on_answer(&self.id) {
+            if self.shared.rules.is_2026() {
+                // 2026-07-28: it may still be an ordinary request; the server stops it (and
+                // makes no task) on `notifications/cancelled`, and then never answers.
+                self.shared.send_cancel(&self.id, &self.method, cause);
+                self.expire_orphan();
+            }
             return; // `forget` keeps the entry until the task id arrives
         }
         let reply = match self.ready.take() {
@@ -320,6 +338,22 @@ impl<R> OutgoingRequest<R> {
         if let Some(task) = reply.as_ref().and_then(task_id_of) {
             self.shared.send_task_cancel(&self.id, &task);
         }
+    }
+
+    /// A 2026-07-28 request kept only to cancel the task it may have made: forgotten after
+    /// [`MAYBE_TASK_WAIT`] if no answer came (the server honoured the cancel instead).
+    fn expire_orphan(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::downgrade(&self.shared);
+        let id = self.id.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(MAYBE_TASK_WAIT).await;
+            if let Some(shared) = shared.upgrade() {
+                shared.drop_orphan(&id);
+            }
+        });
     }
 
     fn stop_watching(&mut self) {

@@ -235,6 +235,12 @@ pub(crate) fn unsupported(requested: &str, supported: &[&str]) -> JsonRpcError {
     .with_data(serde_json::to_value(data).unwrap_or(Value::Null))
 }
 
+/// Whether a request's `_meta` declares the tasks extension (so a 2026-07-28 `tools/call` may
+/// come back as a task).
+pub(crate) fn declares_tasks(params: Option<&RawValue>) -> bool {
+    read_meta(params).is_ok_and(|meta| meta.declares_tasks)
+}
+
 /// What the runtime needs of a request's `_meta`.
 struct Meta<'a> {
     version: &'a str,
