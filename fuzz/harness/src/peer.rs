@@ -1,5 +1,5 @@
-//! Targets `peer_acp`, `peer_mcp_2024_11_05`, `peer_mcp_2025_11_25`, `peer_lsp`: a whole
-//! [`Peer`] fed an arbitrary byte stream over an in-memory duplex.
+//! Targets `peer_acp`, `peer_mcp_2024_11_05`, `peer_mcp_2025_11_25`, `peer_mcp_negotiated`,
+//! `peer_lsp`: a whole [`Peer`] fed an arbitrary byte stream over an in-memory duplex.
 //!
 //! Input: byte 0 holds options — bit 0: `max_concurrency(2)`; bit 1: the opposite of the
 //! protocol's default `answer_cancelled`; bit 2: `max_frame_len(256)`; bit 3: the other framing.
@@ -7,7 +7,8 @@
 //! which the (paused, auto-advancing) clock moves on by [`PAUSE`] and every task runs until it
 //! waits for something. The stream ends with a pause, then end of file.
 //!
-//! The router has request handlers `echo`, `initialize` and `tools/call` (answer at once),
+//! The router has request handlers `echo`, `initialize`, `server/discover` and `tools/call`
+//! (answer at once),
 //! `panic` (panics), `slow` and `session/prompt` (sleep an hour, longer than any input lasts,
 //! so they never finish by themselves), `coop` (cooperative: waits for its cancellation, then
 //! answers), and notification handlers `note`, `note/slow` (sleeps 1 ms) and `note/panic`.
@@ -31,6 +32,18 @@
 //! - the peer reads the whole input (bad input never stops it), and after
 //!   [`Peer::closed`] (with `shutdown_grace(0)`) the registry drains to zero and no task is
 //!   left alive on the runtime.
+//!
+//! `peer_mcp_negotiated` (a server built with [`McpRevision::Negotiated`]): the model follows
+//! the era. Undecided until the first `initialize` (legacy: the rules of 2025-11-25) or the
+//! first request stamped with 2026-07-28 `_meta` (`io.modelcontextprotocol/protocolVersion`
+//! `"2026-07-28"` and `io.modelcontextprotocol/clientCapabilities`, an object), which decides
+//! 2026-07-28; an unstamped `server/discover` is refused at once while undecided (-32602) and
+//! decides nothing. At 2026-07-28, `initialize` and `ping` are answered at once (-32601) and so is
+//! every unstamped request (-32602 or -32022, in its task, before its handler: owed even with
+//! the concurrency limit); stamped requests behave as before. A request read while undecided
+//! is checked against the era in force when its task starts, so a slow request read in the
+//! same chunk before the frame that decides 2026-07-28 may be refused or may be held: the model
+//! gives way (it may or may not answer).
 //!
 //! One current-thread runtime with a paused clock serves every input of a thread.
 
@@ -68,6 +81,11 @@ pub fn mcp_2024_11_05(data: &[u8]) {
 /// Target `peer_mcp_2025_11_25`.
 pub fn mcp_2025_11_25(data: &[u8]) {
     run(Protocol::Mcp(McpRevision::V2025_11_25), data);
+}
+
+/// Target `peer_mcp_negotiated`: a server that speaks whichever MCP era the client picks.
+pub fn mcp_negotiated(data: &[u8]) {
+    run(Protocol::Mcp(McpRevision::Negotiated), data);
 }
 
 /// Target `peer_lsp`.
@@ -122,6 +140,9 @@ fn router() -> (Router, Seen) {
         })
         .request("tools/call", |params: Value, _cx: Context| async move {
             Ok::<_, JsonRpcError>(params)
+        })
+        .request("server/discover", |_: Value, _cx: Context| async move {
+            Ok::<_, JsonRpcError>(serde_json::json!({"capabilities": {}}))
         })
         .request("panic", |_: Value, _cx: Context| async move {
             crate::panics::expected::<Result<Value, JsonRpcError>>()
@@ -328,6 +349,9 @@ enum Kind {
     Quick,
     /// Registered; its handler answers at once.
     Short,
+    /// Registered; refused in its task before its handler (MCP 2026-07-28 without `_meta`):
+    /// answered at once even under the concurrency limit.
+    Refused,
     /// Registered; its handler never finishes by itself.
     Slow { session: Option<String> },
     /// Registered; may or may not finish (`tasks/result`).
@@ -343,6 +367,39 @@ struct Model {
     null_owed: u64,
     /// Params of the `note` and `note/slow` notifications sent, in order.
     notes: Vec<Value>,
+    /// The MCP era in force (fixed unless the protocol is negotiated).
+    era: Era,
+    /// Slow requests registered in the current chunk while the era was undecided: their tasks
+    /// may start after a later frame of the chunk decides 2026-07-28.
+    undecided_held: Vec<RequestId>,
+}
+
+/// An MCP connection's era, as the model follows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Era {
+    /// Negotiated, nothing decided yet (served as 2025-11-25).
+    Undecided,
+    /// A handshake revision, fixed or chosen by `initialize` (and every other protocol).
+    Legacy,
+    /// MCP 2026-07-28.
+    Modern,
+}
+
+/// Whether a request's params carry the `_meta` of 2026-07-28: an object `_meta` whose
+/// protocol version is `"2026-07-28"` and whose client capabilities are an object (with
+/// `extensions`, if given, an object too).
+fn stamped(params: Option<&str>) -> bool {
+    let Some(Ok(Value::Object(params))) = params.map(serde_json::from_str::<Value>) else {
+        return false;
+    };
+    let Some(Value::Object(meta)) = params.get("_meta") else {
+        return false;
+    };
+    let version = meta.get("io.modelcontextprotocol/protocolVersion");
+    let capabilities = meta.get("io.modelcontextprotocol/clientCapabilities");
+    version.and_then(Value::as_str) == Some("2026-07-28")
+        && matches!(capabilities, Some(Value::Object(c))
+            if matches!(c.get("extensions"), None | Some(Value::Null | Value::Object(_))))
 }
 
 impl Model {
@@ -354,18 +411,84 @@ impl Model {
             ids: HashMap::new(),
             null_owed: 0,
             notes: Vec::new(),
+            era: if protocol == Protocol::Mcp(McpRevision::Negotiated) {
+                Era::Undecided
+            } else {
+                Era::Legacy
+            },
+            undecided_held: Vec::new(),
         }
     }
 
+    fn negotiated(&self) -> bool {
+        self.protocol == Protocol::Mcp(McpRevision::Negotiated)
+    }
+
+    /// Whether `tasks/get` and `tasks/cancel` are answered on the reader.
     fn tasks(&self) -> bool {
+        self.protocol == Protocol::Mcp(McpRevision::V2025_11_25) || self.negotiated()
+    }
+
+    /// Whether `tasks/result` is served by the tasks (2025-11-25, or maybe so).
+    fn task_result(&self) -> bool {
         self.protocol == Protocol::Mcp(McpRevision::V2025_11_25)
+            || (self.negotiated() && self.era != Era::Modern)
+    }
+
+    /// A negotiated connection learns its era from the first telling request (on the reader,
+    /// before anything else is done with it).
+    fn detect(&mut self, method: &str, params: Option<&str>) {
+        if self.era != Era::Undecided {
+            return;
+        }
+        if method == "initialize" {
+            self.era = Era::Legacy;
+        } else if stamped(params) {
+            self.era = Era::Modern;
+            for id in std::mem::take(&mut self.undecided_held) {
+                let Some(expect) = self.ids.get_mut(&id) else {
+                    continue;
+                };
+                if matches!(
+                    expect.state,
+                    State::Held {
+                        peer_cancelled: false,
+                        session_cancelled: false,
+                        ..
+                    }
+                ) {
+                    // Its task may start now, and be refused for want of `_meta`.
+                    expect.maybe += 1;
+                    expect.state = State::Unsure;
+                }
+            }
+        }
     }
 
     fn kind(&self, method: &str, params: Option<&str>) -> Kind {
+        let routed = matches!(
+            method,
+            "echo"
+                | "initialize"
+                | "panic"
+                | "tools/call"
+                | "server/discover"
+                | "slow"
+                | "coop"
+                | "session/prompt"
+        );
+        match self.era {
+            Era::Modern if matches!(method, "initialize" | "ping") => return Kind::Quick,
+            Era::Modern | Era::Undecided if method == "server/discover" && !stamped(params) => {
+                return Kind::Quick;
+            }
+            Era::Modern if routed && !stamped(params) => return Kind::Refused,
+            _ => {}
+        }
         match method {
             "tasks/get" | "tasks/cancel" if self.tasks() => Kind::Quick,
-            "tasks/result" if self.tasks() => Kind::Unsure,
-            "echo" | "initialize" | "panic" | "tools/call" => Kind::Short,
+            "tasks/result" if self.task_result() => Kind::Unsure,
+            "echo" | "initialize" | "panic" | "tools/call" | "server/discover" => Kind::Short,
             "slow" | "coop" => Kind::Slow { session: None },
             "session/prompt" => Kind::Slow {
                 session: (self.protocol == Protocol::Acp)
@@ -380,6 +503,7 @@ impl Model {
     }
 
     fn frames(&mut self, frames: &[DecodedFrame]) {
+        self.undecided_held.clear();
         for frame in frames {
             match frame {
                 Err(_) => self.null_owed += 1,
@@ -391,6 +515,7 @@ impl Model {
     fn message(&mut self, message: Classified) {
         match message {
             Classified::Request { id, method, params } => {
+                self.detect(&method, params.as_deref());
                 let kind = self.kind(&method, params.as_deref());
                 self.request(id, kind);
             }
@@ -405,7 +530,8 @@ impl Model {
 
     fn request(&mut self, id: RequestId, kind: Kind) {
         let limited = self.limited;
-        let expect = self.ids.entry(id).or_default();
+        let undecided = self.era == Era::Undecided;
+        let expect = self.ids.entry(id.clone()).or_default();
         let held_uncancelled = matches!(
             expect.state,
             State::Held {
@@ -418,6 +544,13 @@ impl Model {
             Kind::Quick => expect.owed += 1,
             // A taken id is refused at once (-32600).
             _ if held_uncancelled => expect.owed += 1,
+            Kind::Refused => {
+                expect.owed += 1;
+                expect.state = match expect.state {
+                    State::Free | State::Short => State::Short,
+                    _ => State::Unsure,
+                };
+            }
             Kind::Short => {
                 // One answer either way: refused, or the handler's (or the created task's).
                 if limited {
@@ -436,6 +569,9 @@ impl Model {
                     session,
                     session_cancelled: false,
                 };
+                if undecided {
+                    self.undecided_held.push(id);
+                }
             }
             Kind::Slow { .. } | Kind::Unsure => {
                 expect.maybe += 1;
@@ -691,4 +827,101 @@ fn next_frame(lines: bool, buf: &[u8]) -> Option<(&[u8], usize)> {
         .unwrap_or_else(|| panic!("the peer wrote the headers {headers:?}"));
     let body = buf.get(end + 4..end + 4 + len)?;
     Some((body, end + 4 + len))
+}
+
+/// The hand-written seeds of `peer_mcp_negotiated` (name without the `seed-` prefix, input):
+/// both eras, the requests that decide them and those that do not, and what each era refuses.
+pub fn negotiated_seeds() -> Vec<(String, Vec<u8>)> {
+    use options::*;
+    const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let stamp = |text: &str| text.replace("META", META);
+    let legacy: &[&str] = &[
+        r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":"d","method":"server/discover"}"#,
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"slow"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":{"text":"hi"}}"#,
+        r#"{"jsonrpc":"2.0","method":"note","params":{"n":1}}"#,
+    ];
+    let legacy_more: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{},"task":{"ttl":60000}}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tasks/result","params":{"taskId":"nope"}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{}}}"#,
+    ]
+    .map(stamp)
+    .to_vec();
+    let modern: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":"d","method":"server/discover"}"#,
+        r#"{"jsonrpc":"2.0","id":"f","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+        r#"{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"slow","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":"c","method":"coop","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"slow"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"echo","params":{"text":"no meta"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"echo","params":{"text":"hi",META}}"#,
+        r#"{"jsonrpc":"2.0","method":"note","params":{"n":1}}"#,
+    ]
+    .map(stamp)
+    .to_vec();
+    let modern_more: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"nope"}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tasks/get","params":{"taskId":"nope",META}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tasks/result","params":{"taskId":"nope",META}}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"panic","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":11,"method":"panic"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"slow"}"#,
+    ]
+    .map(stamp)
+    .to_vec();
+    // Undecided requests in the chunk that decides 2026-07-28, and the ids they hold.
+    let race: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"slow"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"echo"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{META}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"slow","params":{META}}"#,
+    ]
+    .map(stamp)
+    .to_vec();
+    let race_more: &[&str] = &[
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"echo"}"#,
+    ];
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let (legacy_more, modern, modern_more, race) = (
+        strs(&legacy_more),
+        strs(&modern),
+        strs(&modern_more),
+        strs(&race),
+    );
+    let mut seeds = Vec::new();
+    for options in [
+        0,
+        LIMITED,
+        FLIP_ANSWER_CANCELLED,
+        SMALL_FRAMES | OTHER_FRAMING,
+    ] {
+        let lines = options & OTHER_FRAMING == 0;
+        seeds.push((
+            format!("legacy-{options}"),
+            input(options, lines, &[legacy, &legacy_more]),
+        ));
+        seeds.push((
+            format!("modern-{options}"),
+            input(options, lines, &[&modern, &modern_more]),
+        ));
+        seeds.push((
+            format!("race-{options}"),
+            input(options, lines, &[&race, race_more]),
+        ));
+    }
+    seeds
 }

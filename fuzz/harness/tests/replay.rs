@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cancelkit_fuzz::{TARGETS, panics};
+use cancelkit_fuzz::{TARGETS, Target, panics, peer};
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -12,9 +12,17 @@ fn fuzz_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Targets not (yet) in [`TARGETS`], which belongs to another file: their cargo-fuzz targets
+/// and corpora exist, and their corpora replay here all the same.
+const MORE_TARGETS: &[Target] = &[Target {
+    name: "peer_mcp_negotiated",
+    check: peer::mcp_negotiated,
+}];
+
 fn replay(name: &str) {
     let target = TARGETS
         .iter()
+        .chain(MORE_TARGETS)
         .find(|t| t.name == name)
         .expect("a known target");
     let dir = fuzz_dir().join("corpus").join(name);
@@ -46,7 +54,7 @@ fn replay(name: &str) {
 #[test]
 fn every_target_has_a_test_here() {
     let source = include_str!("replay.rs");
-    for target in TARGETS {
+    for target in TARGETS.iter().chain(MORE_TARGETS) {
         assert!(
             source.contains(&format!("fn {}()", target.name)),
             "no replay test for {}",
@@ -86,6 +94,11 @@ fn peer_mcp_2025_11_25() {
 }
 
 #[test]
+fn peer_mcp_negotiated() {
+    replay("peer_mcp_negotiated");
+}
+
+#[test]
 fn peer_lsp() {
     replay("peer_lsp");
 }
@@ -121,5 +134,31 @@ fn the_seeds_are_in_the_corpus() {
         stale.is_empty(),
         "seeds missing from the corpus or different: {stale:?}; refresh with \
          CANCELKIT_WRITE_SEEDS=1 cargo test -p cancelkit-fuzz --test replay the_seeds_are_in_the_corpus"
+    );
+}
+
+/// The seeds of `peer_mcp_negotiated` ([`peer::negotiated_seeds`], not yet among
+/// `cancelkit_fuzz::seeds::all`) are in its corpus, byte for byte, and pass. With
+/// `CANCELKIT_WRITE_SEEDS=1` the test writes them there instead.
+#[test]
+fn the_negotiated_seeds_are_in_the_corpus() {
+    let write = std::env::var_os("CANCELKIT_WRITE_SEEDS").is_some();
+    let dir = fuzz_dir().join("corpus/peer_mcp_negotiated");
+    let mut stale = Vec::new();
+    for (name, data) in peer::negotiated_seeds() {
+        let path = dir.join(format!("seed-{name}"));
+        let outcome = panics::judged_by_caller(|| peer::mcp_negotiated(&data));
+        assert!(outcome.is_ok(), "seed {name} fails");
+        if write {
+            std::fs::create_dir_all(&dir).expect("the corpus directory is writable");
+            std::fs::write(&path, &data).expect("a seed is written");
+        } else if std::fs::read(&path).ok().as_deref() != Some(data.as_slice()) {
+            stale.push(name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "seeds of peer_mcp_negotiated missing from the corpus or different: {stale:?}; refresh \
+         with CANCELKIT_WRITE_SEEDS=1 cargo test -p cancelkit-fuzz --test replay the_negotiated_seeds"
     );
 }
