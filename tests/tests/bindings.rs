@@ -77,7 +77,10 @@ fn error_codes_map_both_ways_with_a_fallback() {
     assert_eq!(ErrorCode::from(-32042), ErrorCode::UrlElicitationRequired);
     assert_eq!(ErrorCode::from(-32050), ErrorCode::ServerOverloaded);
     assert_eq!(ErrorCode::ServerOverloaded.message(), "Server overloaded");
-    assert_eq!(ErrorCode::from(-32022), ErrorCode::UnsupportedProtocolVersion);
+    assert_eq!(
+        ErrorCode::from(-32022),
+        ErrorCode::UnsupportedProtocolVersion
+    );
     assert_eq!(ErrorCode::from(12), ErrorCode::Other(12));
     assert_eq!(ErrorCode::Other(12).message(), "Unknown error");
     // A named number wrapped by hand still equals the named variant.

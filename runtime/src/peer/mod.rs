@@ -70,8 +70,8 @@ pub use builder::{
     DEFAULT_MAX_NOTIFICATION_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_TASK_TTL,
     DEFAULT_MAX_TASKS, DEFAULT_SHUTDOWN_GRACE, DEFAULT_WRITE_TIMEOUT, PeerBuilder,
 };
-pub use framing::Framing;
 pub use disconnect::{DisconnectPolicy, ReasonPolicy};
+pub use framing::Framing;
 pub use handle::{MAX_ABANDONED_TASKS, MAX_PROGRESS_TOKENS, PeerHandle};
 pub use negotiate::{DEFAULT_DISCOVER_TIMEOUT, Negotiated};
 pub use outgoing::{OutgoingRequest, RequestError};
