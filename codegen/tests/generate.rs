@@ -23,6 +23,7 @@ fn two_runs_are_byte_identical() {
             "jsonrpc.rs",
             "mcp/v2024_11_05.rs",
             "mcp/v2025_11_25.rs",
+            "mcp/v2026_07_28.rs",
             "rap.rs"
         ]
     );
