@@ -43,11 +43,12 @@
 //! the concurrency limit); stamped requests behave as before. A request read while undecided
 //! is checked against the era in force when its task starts, so a slow request read in the
 //! same chunk before the frame that decides 2026-07-28 may be refused or may be held: the model
-//! gives way (it may or may not answer).
+//! gives way (it may or may not answer). Every object result to an id only ever used at
+//! 2026-07-28 has a top-level `resultType`.
 //!
 //! One current-thread runtime with a paused clock serves every input of a thread.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -372,6 +373,9 @@ struct Model {
     /// Slow requests registered in the current chunk while the era was undecided: their tasks
     /// may start after a later frame of the chunk decides 2026-07-28.
     undecided_held: Vec<RequestId>,
+    /// Ids of requests read at 2026-07-28, and of those read before it (or in another era).
+    modern_ids: HashSet<RequestId>,
+    other_ids: HashSet<RequestId>,
 }
 
 /// An MCP connection's era, as the model follows it.
@@ -417,6 +421,8 @@ impl Model {
                 Era::Legacy
             },
             undecided_held: Vec::new(),
+            modern_ids: HashSet::new(),
+            other_ids: HashSet::new(),
         }
     }
 
@@ -516,6 +522,11 @@ impl Model {
         match message {
             Classified::Request { id, method, params } => {
                 self.detect(&method, params.as_deref());
+                if self.era == Era::Modern {
+                    self.modern_ids.insert(id.clone());
+                } else {
+                    self.other_ids.insert(id.clone());
+                }
                 let kind = self.kind(&method, params.as_deref());
                 self.request(id, kind);
             }
@@ -732,6 +743,12 @@ impl Model {
                 expect.owed
             );
         }
+        for id in &output.untyped_results {
+            assert!(
+                !self.modern_ids.contains(id) || self.other_ids.contains(id),
+                "{when}: an MCP 2026-07-28 object result without `resultType`, id {id}"
+            );
+        }
         assert_eq!(
             output.null_errors, self.null_owed,
             "{when}: null-id errors vs rejected or unreadable frames"
@@ -748,6 +765,8 @@ struct Output {
     buf: Vec<u8>,
     responses: HashMap<RequestId, u64>,
     null_errors: u64,
+    /// Ids answered with an object result that has no top-level `resultType`.
+    untyped_results: Vec<RequestId>,
 }
 
 impl Output {
@@ -757,6 +776,7 @@ impl Output {
             buf: Vec::new(),
             responses: HashMap::new(),
             null_errors: 0,
+            untyped_results: Vec::new(),
         }
     }
 
@@ -805,6 +825,11 @@ impl Output {
             Some(id) => {
                 let id: RequestId = serde_json::from_value(id.clone())
                     .unwrap_or_else(|e| panic!("an invalid response id ({e}): {text}"));
+                if let Some(Value::Object(result)) = message.get("result")
+                    && !result.contains_key("resultType")
+                {
+                    self.untyped_results.push(id.clone());
+                }
                 *self.responses.entry(id).or_default() += 1;
             }
             None => panic!("a response without an id: {text}"),
