@@ -216,7 +216,7 @@ mod tests {
             report.is_clean(),
             "stale generated files: {report:?}; run `cargo xtask codegen`"
         );
-        assert_eq!(report.total, 6);
+        assert_eq!(report.total, 7);
     }
 
     fn copy_dir(from: &Path, to: &Path) {
