@@ -391,19 +391,75 @@ enum Era {
 
 /// Whether a request's params carry the `_meta` of 2026-07-28: an object `_meta` whose
 /// protocol version is `"2026-07-28"` and whose client capabilities are an object (with
-/// `extensions`, if given, an object too).
+/// `extensions`, if given, an object too). A name given twice (JSON leaves its meaning open)
+/// among those the runtime reads — `_meta`, the version, the capabilities, `extensions` —
+/// counts as unstamped, as the runtime reads it.
 fn stamped(params: Option<&str>) -> bool {
-    let Some(Ok(Value::Object(params))) = params.map(serde_json::from_str::<Value>) else {
+    let Some(params) = params.and_then(|p| read_object(p, &["_meta"])) else {
         return false;
     };
-    let Some(Value::Object(meta)) = params.get("_meta") else {
+    let Some(meta) = params
+        .get("_meta")
+        .and_then(|raw| read_object(raw.get(), &[PROTOCOL_VERSION, CLIENT_CAPABILITIES]))
+    else {
         return false;
     };
-    let version = meta.get("io.modelcontextprotocol/protocolVersion");
-    let capabilities = meta.get("io.modelcontextprotocol/clientCapabilities");
-    version.and_then(Value::as_str) == Some("2026-07-28")
-        && matches!(capabilities, Some(Value::Object(c))
-            if matches!(c.get("extensions"), None | Some(Value::Null | Value::Object(_))))
+    let version: Option<Value> = meta
+        .get(PROTOCOL_VERSION)
+        .and_then(|raw| serde_json::from_str(raw.get()).ok());
+    let capabilities = meta
+        .get(CLIENT_CAPABILITIES)
+        .and_then(|raw| read_object(raw.get(), &["extensions"]));
+    let extensions_ok = capabilities.is_some_and(|caps| match caps.get("extensions") {
+        None => true,
+        Some(raw) => matches!(
+            serde_json::from_str::<Value>(raw.get()),
+            Ok(Value::Null | Value::Object(_))
+        ),
+    });
+    version.as_ref().and_then(Value::as_str) == Some("2026-07-28") && extensions_ok
+}
+
+const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// A JSON object's members as raw text, or `None` if `text` is not an object or names one of
+/// `unique` twice.
+fn read_object(
+    text: &str,
+    unique: &[&str],
+) -> Option<HashMap<String, Box<serde_json::value::RawValue>>> {
+    struct Members(Vec<(String, Box<serde_json::value::RawValue>)>);
+    impl<'de> serde::Deserialize<'de> for Members {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl<'de> serde::de::Visitor<'de> for Visitor {
+                type Value = Members;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Members, A::Error> {
+                    let mut members = Vec::new();
+                    while let Some(member) = map.next_entry()? {
+                        members.push(member);
+                    }
+                    Ok(Members(members))
+                }
+            }
+            d.deserialize_map(Visitor)
+        }
+    }
+    let Members(members) = serde_json::from_str(text).ok()?;
+    let mut object = HashMap::new();
+    for (name, value) in members {
+        if object.insert(name.clone(), value).is_some() && unique.contains(&name.as_str()) {
+            return None;
+        }
+    }
+    Some(object)
 }
 
 impl Model {
