@@ -65,6 +65,19 @@ fn serve_negotiated(
     serve_extended(NEGOTIATED, modern_routes, configure)
 }
 
+/// A `tasks/get` or `tasks/cancel` for `task_id`, with `meta`, and its answer.
+async fn task_request(
+    s: &mut Served,
+    id: Value,
+    method: &str,
+    task_id: &str,
+    meta: Value,
+) -> Value {
+    s.wire
+        .call(id, method, json!({"taskId": task_id, "_meta": meta}))
+        .await
+}
+
 async fn discover(s: &mut Served) -> Value {
     let answer = s
         .wire
@@ -361,51 +374,37 @@ async fn task_tools_run_as_extension_tasks_that_tasks_cancel_acknowledges_and_st
         Event::Started("long".into())
     );
 
-    let ack = s
-        .wire
-        .call(
-            json!(2),
-            "tasks/cancel",
-            json!({"taskId": task_id, "_meta": meta_with_tasks()}),
-        )
-        .await;
+    let ack = task_request(
+        &mut s,
+        json!(2),
+        "tasks/cancel",
+        &task_id,
+        meta_with_tasks(),
+    )
+    .await;
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
     assert_eq!(
         next_event(&mut s.events).await,
         Event::Dropped("long".into())
     );
-    let got = s
-        .wire
-        .call(
-            json!(3),
-            "tasks/get",
-            json!({"taskId": task_id, "_meta": meta_with_tasks()}),
-        )
-        .await;
+    let got = task_request(&mut s, json!(3), "tasks/get", &task_id, meta_with_tasks()).await;
     assert_eq!(got["result"]["status"], "cancelled", "{got}");
     assert_eq!(got["result"]["resultType"], "complete");
     assert!(got["result"].get("result").is_none() && got["result"].get("error").is_none());
-    let again = s
-        .wire
-        .call(
-            json!(4),
-            "tasks/cancel",
-            json!({"taskId": task_id, "_meta": meta_with_tasks()}),
-        )
-        .await;
+    let again = task_request(
+        &mut s,
+        json!(4),
+        "tasks/cancel",
+        &task_id,
+        meta_with_tasks(),
+    )
+    .await;
     assert_eq!(
         again["result"],
         json!({"resultType": "complete"}),
         "a repeated cancel is acknowledged: {again}"
     );
-    let unknown = s
-        .wire
-        .call(
-            json!(5),
-            "tasks/cancel",
-            json!({"taskId": "nope", "_meta": meta_with_tasks()}),
-        )
-        .await;
+    let unknown = task_request(&mut s, json!(5), "tasks/cancel", "nope", meta_with_tasks()).await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     let no_meta = s
         .wire
@@ -435,14 +434,7 @@ async fn a_finished_extension_task_carries_its_result_and_clients_without_the_ex
     let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
     let mut got = Value::Null;
     for attempt in 0..100 {
-        got = s
-            .wire
-            .call(
-                json!(100 + attempt),
-                "tasks/get",
-                json!({"taskId": task_id, "_meta": meta()}),
-            )
-            .await;
+        got = task_request(&mut s, json!(100 + attempt), "tasks/get", &task_id, meta()).await;
         if got["result"]["status"] == "completed" {
             break;
         }
@@ -450,23 +442,9 @@ async fn a_finished_extension_task_carries_its_result_and_clients_without_the_ex
     }
     assert_eq!(got["result"]["status"], "completed", "{got}");
     assert_eq!(got["result"]["result"]["content"][0]["text"], "quick");
-    let late = s
-        .wire
-        .call(
-            json!(3),
-            "tasks/cancel",
-            json!({"taskId": task_id, "_meta": meta()}),
-        )
-        .await;
+    let late = task_request(&mut s, json!(3), "tasks/cancel", &task_id, meta()).await;
     assert_eq!(late["result"], json!({"resultType": "complete"}), "{late}");
-    let still = s
-        .wire
-        .call(
-            json!(4),
-            "tasks/get",
-            json!({"taskId": task_id, "_meta": meta()}),
-        )
-        .await;
+    let still = task_request(&mut s, json!(4), "tasks/get", &task_id, meta()).await;
     assert_eq!(
         still["result"]["status"], "completed",
         "a late cancel changes nothing"
