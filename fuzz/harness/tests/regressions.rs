@@ -90,7 +90,6 @@ fn negotiated_then_unstamped_slow(first: &str) -> Vec<u8> {
 /// capabilities are objects). Here the echo decides the era, so the unstamped `slow` that
 /// follows is refused at once: "at a pause: 1 responses for id 2, at most 0 + 0 expected".
 #[test]
-#[ignore = "finding in runtime/src/peer/policy/era.rs (read_meta reads arrays by position); not fixed yet"]
 fn meta_read_from_arrays_by_position_decides_2026() {
     let check = cancelkit_fuzz::peer::mcp_negotiated;
     check(&negotiated_then_unstamped_slow(&format!(
@@ -111,7 +110,6 @@ fn meta_read_from_arrays_by_position_decides_2026() {
 /// 2026-07-28 it would be refused -32602 ("invalid type: string …, expected a borrowed string").
 /// The check fails with "at a pause: an MCP 2026-07-28 object result without `resultType`, id 1".
 #[test]
-#[ignore = "finding in runtime/src/peer/policy/era.rs (an escaped protocol version is refused); not fixed yet"]
 fn an_escaped_protocol_version_is_not_read() {
     cancelkit_fuzz::peer::mcp_negotiated(&negotiated_then_unstamped_slow(
         r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#,

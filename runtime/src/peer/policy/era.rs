@@ -4,6 +4,7 @@
 //! `ping`. A connection built with [`McpRevision::Negotiated`] speaks whichever era the other
 //! side picks, decided once, from the first message that tells.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use cancelkit_protocol::jsonrpc::ErrorCode;
@@ -174,12 +175,12 @@ impl Era {
             #[derive(Deserialize)]
             struct Initialize<'a> {
                 #[serde(rename = "protocolVersion", borrow)]
-                version: Option<&'a str>,
+                version: Option<Cow<'a, str>>,
             }
             let version = params
                 .and_then(|p| serde_json::from_str::<Initialize>(p.get()).ok())
                 .and_then(|i| i.version);
-            let revision = if version == Some(V2024) {
+            let revision = if version.as_deref() == Some(V2024) {
                 McpRevision::V2024_11_05
             } else {
                 McpRevision::V2025_11_25
@@ -215,8 +216,8 @@ impl Era {
                 "Invalid params: every MCP 2026-07-28 request carries `_meta` with `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}`: {why}"
             ))
         })?;
-        if !self.supported().contains(&meta.version) || meta.version != V2026 {
-            return Err(unsupported(meta.version, self.supported()));
+        if meta.version != V2026 {
+            return Err(unsupported(&meta.version, self.supported()));
         }
         Ok(meta.declares_tasks)
     }
@@ -243,36 +244,53 @@ pub(crate) fn declares_tasks(params: Option<&RawValue>) -> bool {
 
 /// What the runtime needs of a request's `_meta`.
 struct Meta<'a> {
-    version: &'a str,
+    version: Cow<'a, str>,
     declares_tasks: bool,
 }
 
 fn read_meta(params: Option<&RawValue>) -> Result<Meta<'_>, String> {
+    // Each level is read raw and checked to be an object first: serde would otherwise read a
+    // struct from an array, by position.
     #[derive(Deserialize)]
     struct Params<'a> {
         #[serde(rename = "_meta", borrow)]
-        meta: Option<RawMeta<'a>>,
+        meta: Option<&'a RawValue>,
     }
     #[derive(Deserialize)]
     struct RawMeta<'a> {
+        // `Cow`: a string with an escape cannot be borrowed.
         #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
-        version: Option<&'a str>,
-        #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
-        capabilities: Option<Capabilities>,
+        version: Option<Cow<'a, str>>,
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
+        capabilities: Option<&'a RawValue>,
     }
     #[derive(Deserialize)]
     struct Capabilities {
         extensions: Option<Map<String, Value>>,
     }
+    fn object<'a>(raw: &'a RawValue, what: &str) -> Result<&'a str, String> {
+        let text = raw.get();
+        if text.trim_start().starts_with('{') {
+            Ok(text)
+        } else {
+            Err(format!("{what} must be an object"))
+        }
+    }
     let params = params.ok_or("the request has no params")?;
-    let parsed: Params = serde_json::from_str(params.get()).map_err(|e| e.to_string())?;
+    let parsed: Params =
+        serde_json::from_str(object(params, "params")?).map_err(|e| e.to_string())?;
     let meta = parsed.meta.ok_or("`_meta` is missing")?;
+    let meta: RawMeta =
+        serde_json::from_str(object(meta, "`_meta`")?).map_err(|e| e.to_string())?;
     let version = meta
         .version
         .ok_or_else(|| format!("`{PROTOCOL_VERSION}` is missing"))?;
     let capabilities = meta
         .capabilities
         .ok_or_else(|| format!("`{CLIENT_CAPABILITIES}` is missing"))?;
+    let capabilities: Capabilities =
+        serde_json::from_str(object(capabilities, CLIENT_CAPABILITIES)?)
+            .map_err(|e| e.to_string())?;
     Ok(Meta {
         version,
         declares_tasks: capabilities
@@ -497,6 +515,29 @@ mod tests {
             Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}"#)),
         );
         assert_eq!(tasks, Ok(true));
+    }
+
+    #[test]
+    fn meta_is_read_only_from_objects_and_escaped_versions_are_read() {
+        let stamped = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        for by_position in [
+            format!("[{stamped}]"),
+            r#"{"_meta":["2026-07-28",{}]}"#.to_owned(),
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[{}]}}"#.to_owned(),
+        ] {
+            let why = read_meta(Some(&raw(&by_position))).err();
+            assert!(why.as_deref().is_some_and(|w| w.contains("must be an object")), "{by_position}: {why:?}");
+        }
+        let escaped = raw(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        );
+        assert_eq!(read_meta(Some(&escaped)).unwrap().version, V2026);
+        let era = Era::new(McpRevision::Negotiated);
+        era.detect(
+            "initialize",
+            Some(&raw(r#"{"protocolVersion":"2024\u002d11-05"}"#)),
+        );
+        assert_eq!(era.current(), Some(McpRevision::V2024_11_05));
     }
 
     #[test]
