@@ -44,9 +44,9 @@
 //! is checked against the era in force when its task starts, so a slow request read in the
 //! same chunk before the frame that decides 2026-07-28 may be refused or may be held: the model
 //! gives way (it may or may not answer). Every object result to an id only ever used at
-//! 2026-07-28 has a top-level `resultType`. Known findings (ignored tests in
-//! `tests/regressions.rs`, not yet fixed): the runtime takes `_meta` given as arrays for
-//! stamped, and misses a protocol version written with an escape.
+//! 2026-07-28 has a top-level `resultType`. Its findings (fixed in 3dc3ae2, tests in
+//! `tests/regressions.rs`): the runtime took `_meta` given as arrays for stamped, and missed a
+//! protocol version written with an escape.
 //!
 //! One current-thread runtime with a paused clock serves every input of a thread.
 

@@ -89,6 +89,7 @@ fn negotiated_then_unstamped_slow(first: &str) -> Vec<u8> {
 /// are admitted at 2026-07-28, where they should be refused -32602 (params, `_meta` and the
 /// capabilities are objects). Here the echo decides the era, so the unstamped `slow` that
 /// follows is refused at once: "at a pause: 1 responses for id 2, at most 0 + 0 expected".
+/// Fixed in 3dc3ae2.
 #[test]
 fn meta_read_from_arrays_by_position_decides_2026() {
     let check = cancelkit_fuzz::peer::mcp_negotiated;
@@ -109,6 +110,7 @@ fn meta_read_from_arrays_by_position_decides_2026() {
 /// request decides nothing on a negotiated server (its result then lacks `resultType`), and at
 /// 2026-07-28 it would be refused -32602 ("invalid type: string …, expected a borrowed string").
 /// The check fails with "at a pause: an MCP 2026-07-28 object result without `resultType`, id 1".
+/// Fixed in 3dc3ae2.
 #[test]
 fn an_escaped_protocol_version_is_not_read() {
     cancelkit_fuzz::peer::mcp_negotiated(&negotiated_then_unstamped_slow(
