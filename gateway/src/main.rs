@@ -1,0 +1,3 @@
+//! The `cancelkit-gateway` binary.
+
+fn main() {}

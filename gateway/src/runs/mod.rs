@@ -1,0 +1,3 @@
+//! Runs: every `tools/call` the gateway forwards, who may cancel it, and its status.
+
+pub mod record;
