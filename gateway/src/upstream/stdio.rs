@@ -1,30 +1,93 @@
-//! An upstream MCP server as a child process on stdio (being written).
+//! An upstream MCP server as a child process on stdio, on the cancelkit [`Peer`].
+//!
+//! A supervisor task spawns the child, negotiates (`server/discover`, else `initialize`), and
+//! serves calls until the child exits or its connection closes; then it restarts it with
+//! backoff (100 ms doubling to 10 s; back to 100 ms after a minute of health). Calls in flight
+//! when the child dies fail at once with [`CallError::Lost`] — the answers they were owed are
+//! errors, never silence. A call made while the child is (re)starting waits up to
+//! [`START_WAIT`] for it.
+//!
+//! Cancelling a call is dropping its future: the runtime sends `notifications/cancelled` with
+//! the upstream's own request id (and the cause of the enclosing scope's cancel as reason).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use cancelkit::peer::{
+    Context, DEFAULT_DISCOVER_TIMEOUT, McpRevision, Peer, PeerHandle, Protocol, RequestError,
+    Router,
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-use super::{CallError, ToolCall};
+use super::{CallError, ProgressSink, ToolCall};
+
+/// How long a call waits for a (re)starting child.
+pub const START_WAIT: Duration = Duration::from_secs(10);
+/// Most calls whose progress is forwarded at once; beyond, a call runs without progress.
+pub const MAX_PROGRESS_WATCHES: usize = 10_000;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+
+type Watches = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
 /// A supervised stdio child.
 #[derive(Debug)]
 pub struct StdioUpstream {
     name: String,
+    current: watch::Receiver<Option<PeerHandle>>,
+    watches: Watches,
+    stop: CancellationToken,
+    stopped: Arc<tokio::sync::Notify>,
+    next_token: AtomicU64,
+    restarts: Arc<AtomicU64>,
 }
 
 impl StdioUpstream {
-    /// Spawns and supervises the child.
+    /// Spawns and supervises the child (in the background: this never fails; a child that
+    /// cannot start is retried with backoff, and calls meanwhile get
+    /// [`CallError::Unavailable`]).
     pub fn start(
         name: &str,
         program: PathBuf,
         args: Vec<String>,
         env: BTreeMap<String, String>,
     ) -> StdioUpstream {
-        let _ = (program, args, env);
+        let (tx, rx) = watch::channel(None);
+        let watches: Watches = Arc::default();
+        let stop = CancellationToken::new();
+        let stopped = Arc::new(tokio::sync::Notify::new());
+        let restarts = Arc::new(AtomicU64::new(0));
+        let supervisor = Supervisor {
+            name: name.to_owned(),
+            program,
+            args,
+            env,
+            current: tx,
+            watches: Arc::clone(&watches),
+            stop: stop.clone(),
+            restarts: Arc::clone(&restarts),
+        };
+        let done = Arc::clone(&stopped);
+        tokio::spawn(async move {
+            supervisor.run().await;
+            done.notify_waiters();
+        });
         StdioUpstream {
             name: name.to_owned(),
+            current: rx,
+            watches,
+            stop,
+            stopped,
+            next_token: AtomicU64::new(1),
+            restarts,
         }
     }
 
@@ -33,19 +96,234 @@ impl StdioUpstream {
         &self.name
     }
 
+    /// How many times the child was started again after it went away.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    async fn connection(&self) -> Result<PeerHandle, CallError> {
+        let mut current = self.current.clone();
+        let wait = current.wait_for(|c| c.as_ref().is_some_and(|h| !h.is_closed()));
+        match tokio::time::timeout(START_WAIT, wait).await {
+            Ok(Ok(handle)) => Ok(handle.clone().expect("waited for Some")),
+            Ok(Err(_)) => Err(CallError::Unavailable("the gateway is shutting down".into())),
+            Err(_) => Err(CallError::Unavailable(format!(
+                "not running (still starting after {START_WAIT:?})"
+            ))),
+        }
+    }
+
     /// Its tools.
     pub async fn list_tools(&self) -> Result<Vec<Value>, CallError> {
-        Err(CallError::Unavailable("not written yet".into()))
+        let handle = self.connection().await?;
+        let result: Value = handle
+            .request("tools/list", json!({}))
+            .timeout(Duration::from_secs(30))
+            .await
+            .map_err(lost)?;
+        match result.get("tools") {
+            Some(Value::Array(tools)) => Ok(tools.clone()),
+            _ => Err(CallError::Rpc(cancelkit::JsonRpcError::internal(
+                "upstream tools/list result has no `tools` array",
+            ))),
+        }
     }
 
-    /// Calls a tool.
+    /// Calls a tool; dropping the future unanswered sends `notifications/cancelled` upstream.
     pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
-        let _ = call;
-        Err(CallError::Unavailable("not written yet".into()))
+        let handle = self.connection().await?;
+        let mut params = json!({"name": call.tool});
+        if let Some(arguments) = call.arguments {
+            params["arguments"] = arguments;
+        }
+        let _watch = match call.progress {
+            Some(sink) => {
+                let token = format!(
+                    "gateway-progress-{}",
+                    self.next_token.fetch_add(1, Ordering::Relaxed)
+                );
+                let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+                if watches.len() < MAX_PROGRESS_WATCHES {
+                    watches.insert(token.clone(), sink);
+                    params["_meta"] = json!({"progressToken": token});
+                    Some(WatchGuard {
+                        watches: Arc::clone(&self.watches),
+                        token,
+                    })
+                } else {
+                    tracing::warn!(upstream = %self.name, "too many calls watching progress; this one runs without");
+                    None
+                }
+            }
+            None => None,
+        };
+        handle
+            .request::<_, Value>("tools/call", params)
+            .await
+            .map_err(lost)
     }
 
-    /// Stops the child.
+    /// Stops the child: its connection is closed (calls in flight are cancelled), and the
+    /// child is killed if it has not exited after `grace`.
     pub async fn shutdown(&self, grace: Duration) {
-        let _ = grace;
+        let stopped = self.stopped.notified();
+        self.stop.cancel();
+        let _ = tokio::time::timeout(grace + Duration::from_secs(1), stopped).await;
+    }
+}
+
+fn lost(error: RequestError) -> CallError {
+    match error {
+        RequestError::Rpc(e) => CallError::Rpc(e),
+        RequestError::Closed => CallError::Lost("its connection closed (the process exited)".into()),
+        other => CallError::Lost(other.to_string()),
+    }
+}
+
+/// Stops forwarding a call's progress when the call ends.
+struct WatchGuard {
+    watches: Watches,
+    token: String,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+    }
+}
+
+struct Supervisor {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    current: watch::Sender<Option<PeerHandle>>,
+    watches: Watches,
+    stop: CancellationToken,
+    restarts: Arc<AtomicU64>,
+}
+
+impl Supervisor {
+    async fn run(self) {
+        let mut backoff = BACKOFF_MIN;
+        let mut first = true;
+        while !self.stop.is_cancelled() {
+            if !first {
+                self.restarts.fetch_add(1, Ordering::Relaxed);
+            }
+            first = false;
+            let started = Instant::now();
+            match self.serve_once().await {
+                Ok(()) if self.stop.is_cancelled() => break,
+                Ok(()) => tracing::warn!(upstream = %self.name, "upstream exited; restarting in {backoff:?}"),
+                Err(e) => tracing::warn!(upstream = %self.name, "upstream failed: {e}; restarting in {backoff:?}"),
+            }
+            if started.elapsed() >= HEALTHY_AFTER {
+                backoff = BACKOFF_MIN;
+            }
+            tokio::select! {
+                _ = self.stop.cancelled() => break,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+        self.current.send_replace(None);
+    }
+
+    /// Runs the child once, until it exits, its connection closes, or we stop.
+    async fn serve_once(&self) -> Result<(), String> {
+        let mut child = tokio::process::Command::new(&self.program)
+            .args(&self.args)
+            .envs(&self.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let watches = Arc::clone(&self.watches);
+        let router = Router::new().notification(
+            "notifications/progress",
+            move |mut params: Value, _cx: Context| {
+                let watches = Arc::clone(&watches);
+                async move { forward_progress(&watches, &mut params) }
+            },
+        );
+        let peer = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
+            .client_capabilities(json!({}))
+            .answer_cancelled(false)
+            .router(router)
+            .connect(stdout, stdin);
+        let handle = peer.handle();
+        let info = json!({"name": "cancelkit-gateway", "version": env!("CARGO_PKG_VERSION")});
+        let negotiated = tokio::select! {
+            n = handle.discover_or_initialize(info, DEFAULT_DISCOVER_TIMEOUT) => n,
+            _ = self.stop.cancelled() => { handle.close(); return Ok(()); }
+            status = child.wait() => return Err(format!("exited while starting ({})", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))),
+        };
+        let negotiated = match negotiated {
+            Ok(n) => n,
+            Err(e) => {
+                handle.close();
+                let _ = child.kill().await;
+                return Err(format!("handshake failed: {e}"));
+            }
+        };
+        tracing::info!(upstream = %self.name, revision = ?negotiated.revision, "upstream ready");
+        self.current.send_replace(Some(handle.clone()));
+        let closed = peer.closed();
+        tokio::pin!(closed);
+        let outcome = tokio::select! {
+            _ = self.stop.cancelled() => {
+                handle.close();
+                let _ = tokio::time::timeout(Duration::from_secs(2), &mut closed).await;
+                Ok(())
+            }
+            status = child.wait() => {
+                handle.close();
+                Err(format!("exited ({})", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())))
+            }
+            _ = &mut closed => Err("its connection closed".to_owned()),
+        };
+        self.current.send_replace(None);
+        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        let _ = child.kill().await;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e) if self.stop.is_cancelled() => {
+                tracing::debug!(upstream = %self.name, "stopped: {e}");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Hands an upstream progress notification to the call that asked for it, without the
+/// gateway's token (the front end puts back the caller's). A caller that is slow to read
+/// loses progress rather than holding memory.
+fn forward_progress(watches: &Watches, params: &mut Value) {
+    let Some(token) = params
+        .get("progressToken")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    let sink = watches
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&token)
+        .cloned();
+    if let Some(sink) = sink {
+        if let Some(object) = params.as_object_mut() {
+            object.remove("progressToken");
+        }
+        let _ = sink.try_send(params.take());
     }
 }

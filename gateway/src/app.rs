@@ -1,0 +1,264 @@
+//! The gateway assembled: state, routes, layers, serving and draining.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Verifier;
+use crate::config::Config;
+use crate::front::{self, api, mcp, rpc};
+use crate::runs::record::CancelSource;
+use crate::runs::{self, Runs};
+use crate::upstream::Upstreams;
+
+/// The gateway's state, shared by every handler.
+#[derive(Debug)]
+pub struct App {
+    /// The resolved configuration.
+    pub config: Config,
+    /// Checks tokens.
+    pub verifier: Verifier,
+    /// The run registry; `None` when cancellation is switched off (nothing is tracked).
+    pub runs: Option<Arc<Runs>>,
+    /// The upstream servers.
+    pub upstreams: Upstreams,
+    /// The MCP sessions of `/mcp` (2025-11-25).
+    pub sessions: mcp::Sessions,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+    draining: AtomicBool,
+    /// Cancelled when the gateway stops: open streams end.
+    pub stopping: CancellationToken,
+}
+
+impl App {
+    /// Builds the state for `config`, whose JWT secret must be set. Starts the upstreams and,
+    /// with a Redis URL, the link to the other workers.
+    pub fn new(config: Config) -> Arc<App> {
+        let secret = config
+            .auth
+            .jwt_secret
+            .clone()
+            .expect("App::new needs the JWT secret resolved");
+        let verifier = Verifier::new(&secret, config.auth.permissions.clone());
+        let runs = config.cancellation.enabled.then(|| {
+            let settings = runs::Settings {
+                worker: config.worker_id.clone(),
+                retention: config.cancellation.status_retention,
+                tombstone_ttl: config.cancellation.tombstone_ttl,
+                max_runs: config.limits.max_runs,
+                max_retained: config.limits.max_retained,
+                max_tombstones: config.limits.max_tombstones,
+            };
+            let cluster = config.redis_url.as_ref().map(|url| crate::cluster::Settings {
+                url: url.clone(),
+                worker: config.worker_id.clone(),
+                retention: config.cancellation.status_retention,
+                run_ttl: config
+                    .cancellation
+                    .tool_timeout
+                    .unwrap_or(Duration::from_secs(24 * 3600)),
+                tombstone_ttl: config.cancellation.tombstone_ttl,
+                ack_timeout: Duration::from_secs(2),
+                lookup_timeout: Duration::from_millis(500),
+                max_pending: config.limits.max_runs + config.limits.max_retained,
+            });
+            Runs::new(settings, cluster)
+        });
+        let upstreams = Upstreams::start(&config);
+        Arc::new(App {
+            sessions: mcp::Sessions::new(config.limits.max_sessions),
+            verifier,
+            runs,
+            upstreams,
+            metrics: metrics_handle(),
+            draining: AtomicBool::new(false),
+            stopping: CancellationToken::new(),
+            config,
+        })
+    }
+
+    /// Whether the gateway is draining (SIGTERM): new calls are refused.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// The `initialize` result the gateway gives (legacy MCP eras).
+    pub fn initialize_result(&self, params: &Value) -> Value {
+        let asked = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = if mcp::LEGACY_VERSIONS.contains(&asked) {
+            asked
+        } else {
+            mcp::LATEST_LEGACY
+        };
+        json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": server_info(),
+        })
+    }
+
+    /// The routes and layers.
+    pub fn router(self: &Arc<Self>) -> Router {
+        let mut protected = Router::new()
+            .route(
+                "/mcp",
+                post(mcp::post).get(mcp::get).delete(mcp::delete),
+            )
+            .route("/rpc", post(rpc::rpc));
+        if self.runs.is_some() {
+            for prefix in ["", "/v1"] {
+                protected = protected
+                    .route(&format!("{prefix}/cancellation/cancel"), post(api::cancel))
+                    .route(
+                        &format!("{prefix}/cancellation/status/{{request_id}}"),
+                        get(api::status),
+                    );
+            }
+        }
+        let protected = protected.layer(axum::middleware::from_fn_with_state(
+            Arc::clone(self),
+            front::authenticate,
+        ));
+        Router::new()
+            .route("/health", get(front::health))
+            .route("/metrics", get(front::metrics))
+            .merge(protected)
+            .fallback(front::not_found)
+            .method_not_allowed_fallback(|| async {
+                front::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+            })
+            .layer(DefaultBodyLimit::max(self.config.limits.max_body_bytes))
+            .with_state(Arc::clone(self))
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then drains: new calls are refused,
+    /// runs get the drain grace to finish, then the rest are cancelled; upstreams are stopped.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = Arc::clone(&self);
+        let drained = CancellationToken::new();
+        let drained_signal = drained.clone();
+        let stop = async move {
+            shutdown.await;
+            app.drain().await;
+            drained_signal.cancel();
+        };
+        let service = self
+            .router()
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let server = axum::serve(listener, service).with_graceful_shutdown(stop);
+        tokio::select! {
+            r = server => r?,
+        }
+        drained.cancelled().await;
+        for upstream in self.upstreams.all() {
+            upstream.shutdown(Duration::from_secs(2)).await;
+        }
+        if let Some(cluster) = self.runs.as_ref().and_then(|r| r.cluster()) {
+            cluster.shutdown();
+        }
+        Ok(())
+    }
+
+    /// Refuses new calls, waits up to the drain grace for runs in flight, cancels the rest.
+    pub async fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+        let Some(runs) = &self.runs else {
+            self.stopping.cancel();
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + self.config.drain_grace;
+        tracing::info!(in_flight = runs.in_flight(), grace = ?self.config.drain_grace, "draining");
+        while runs.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let cancelled = runs.cancel_all(CancelSource::Shutdown, "the gateway is shutting down");
+        if cancelled > 0 {
+            tracing::info!(cancelled, "drain grace over: runs cancelled");
+            let until = tokio::time::Instant::now() + Duration::from_secs(2);
+            while runs.in_flight() > 0 && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        self.stopping.cancel();
+    }
+}
+
+/// The gateway's `serverInfo`.
+pub fn server_info() -> Value {
+    json!({"name": "cancelkit-gateway", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// One Prometheus recorder per process (several gateways in one test process share it).
+fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(
+                        "cancelkit_gateway_cancel_to_stopped_seconds".into(),
+                    ),
+                    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0],
+                )
+                .expect("static buckets")
+                .build_recorder();
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics shows only this one's");
+            }
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    metrics::describe_counter!("cancelkit_gateway_runs_started_total", "tools/call runs started");
+    metrics::describe_counter!(
+        "cancelkit_gateway_runs_finished_total",
+        "runs ended, by outcome (completed, failed, cancelled)"
+    );
+    metrics::describe_counter!(
+        "cancelkit_gateway_cancels_total",
+        "runs cancelled, by source (client, api, timeout, disconnect, shutdown)"
+    );
+    metrics::describe_counter!(
+        "cancelkit_gateway_upstream_cancels_total",
+        "cancels sent to the upstream that owned the call"
+    );
+    metrics::describe_histogram!(
+        "cancelkit_gateway_cancel_to_stopped_seconds",
+        metrics::Unit::Seconds,
+        "from a run's cancel to its upstream call being dropped (the upstream told)"
+    );
+    metrics::describe_gauge!("cancelkit_gateway_runs_in_flight", "runs in flight on this worker");
+    metrics::describe_gauge!(
+        "cancelkit_gateway_redis_connected",
+        "1 while the link to Redis is up, 0 while it is away"
+    );
+    for outcome in ["completed", "failed", "cancelled"] {
+        metrics::counter!("cancelkit_gateway_runs_finished_total", "outcome" => outcome).increment(0);
+    }
+    for source in ["client", "api", "timeout", "disconnect", "shutdown"] {
+        metrics::counter!("cancelkit_gateway_cancels_total", "source" => source).increment(0);
+    }
+    metrics::counter!("cancelkit_gateway_runs_started_total").increment(0);
+}

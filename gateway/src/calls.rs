@@ -1,0 +1,398 @@
+//! A `tools/call` through the gateway: registered as a run, forwarded to the upstream that owns
+//! the tool, raced against every way it can be cancelled, answered once.
+//!
+//! The call runs in a task of its own; the front end holds a [`Call`] and awaits its
+//! [`Outcome`]. What a front end does when its caller goes away is its choice
+//! ([`Call::cancel_on_drop`]): `/rpc` and a 2026-07-28 stream cancel the run, a 2025-11-25
+//! stream does not (its client cancels with `notifications/cancelled`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cancelkit::protocol::jsonrpc::RequestId;
+use cancelkit::{CancelReason, JsonRpcError, Scope};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::app::App;
+use crate::auth::Caller;
+use crate::runs::record::{CancelSource, RunKey, RunState};
+use crate::runs::{RegisterError, Run, Runs};
+use crate::upstream::{PROGRESS_BUFFER, ToolCall, Upstream};
+
+/// The key of `_meta` under which a result names its run.
+pub const RUN_ID_META: &str = "io.cancelkit/runId";
+
+/// JSON-RPC error code for a call refused because the worker is at its bound of runs.
+pub const OVERLOADED: i64 = -32050;
+
+/// Who asks, and where their answer goes.
+#[derive(Debug)]
+pub struct CallRequest {
+    /// The authenticated caller.
+    pub caller: Caller,
+    /// The session or connection (part of the run's key).
+    pub channel: Arc<str>,
+    /// The caller's JSON-RPC id.
+    pub id: RequestId,
+    /// The `tools/call` params.
+    pub params: Value,
+    /// Where progress notifications for the caller go (whole JSON-RPC notifications carrying
+    /// the caller's own `progressToken`), if it gave one.
+    pub progress: Option<mpsc::Sender<Value>>,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Answer with this JSON-RPC response.
+    Respond(Value),
+    /// The run was cancelled: `source` says by whom. [`cancelled_response`] is the answer
+    /// where one is owed.
+    Cancelled {
+        /// Who cancelled it.
+        source: CancelSource,
+        /// Why.
+        reason: Option<String>,
+    },
+}
+
+/// A call in flight.
+#[derive(Debug)]
+pub struct Call {
+    id: RequestId,
+    run_id: Option<String>,
+    runs: Option<Arc<Runs>>,
+    answer: oneshot::Receiver<Outcome>,
+    task: Option<tokio::task::AbortHandle>,
+    on_drop: Option<CancelSource>,
+    done: bool,
+}
+
+impl Call {
+    /// The run id, when runs are tracked.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// If this handle is dropped before the answer arrives, cancel the run with `source`.
+    pub fn cancel_on_drop(&mut self, source: CancelSource) {
+        self.on_drop = Some(source);
+    }
+
+    /// Waits for the outcome.
+    pub async fn outcome(&mut self) -> Outcome {
+        let outcome = (&mut self.answer).await.unwrap_or_else(|_| {
+            Outcome::Respond(error_response(
+                &self.id,
+                JsonRpcError::internal("the call ended without an answer"),
+                self.run_id.as_deref(),
+            ))
+        });
+        self.done = true;
+        outcome
+    }
+
+    /// Polls for the outcome (for a response body that is a stream).
+    pub fn poll_outcome(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Outcome> {
+        use std::future::Future;
+        let polled = std::pin::Pin::new(&mut self.answer).poll(cx);
+        polled.map(|answer| {
+            self.done = true;
+            answer.unwrap_or_else(|_| {
+                Outcome::Respond(error_response(
+                    &self.id,
+                    JsonRpcError::internal("the call ended without an answer"),
+                    self.run_id.as_deref(),
+                ))
+            })
+        })
+    }
+
+    /// Whether the outcome has been taken.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The answer owed for an outcome: the response, or -32800 for a cancelled run.
+    pub fn response(&self, outcome: &Outcome) -> Value {
+        match outcome {
+            Outcome::Respond(response) => response.clone(),
+            Outcome::Cancelled { reason, .. } => {
+                cancelled_response(&self.id, self.run_id.as_deref(), reason.as_deref())
+            }
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let Some(source) = self.on_drop else { return };
+        match (&self.runs, &self.run_id) {
+            (Some(runs), Some(run_id)) => {
+                runs.cancel_live(run_id, source, Some(format!("{}: the caller went away", source.as_str())));
+            }
+            _ => {
+                if let Some(task) = &self.task {
+                    task.abort();
+                }
+            }
+        }
+    }
+}
+
+/// Starts a `tools/call`: resolves the tool, registers the run, spawns its task. An error
+/// that needs no run (unknown tool, bad params, duplicate id, overload) is returned as the
+/// JSON-RPC response to send.
+pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> {
+    let CallRequest {
+        caller,
+        channel,
+        id,
+        params,
+        progress,
+    } = request;
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err(error_response(
+            &id,
+            JsonRpcError::invalid_params("tools/call needs a string `name`"),
+            None,
+        ));
+    };
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(a)) => Some(Value::Object(a.clone())),
+        Some(_) => {
+            return Err(error_response(
+                &id,
+                JsonRpcError::invalid_params("tools/call `arguments` must be an object"),
+                None,
+            ));
+        }
+    };
+    let Some((upstream, tool)) = app.upstreams.resolve(name) else {
+        return Err(error_response(
+            &id,
+            JsonRpcError::invalid_params(format!("Unknown tool: {name}")),
+            None,
+        ));
+    };
+    let progress = progress.and_then(|sink| {
+        let token = params.get("_meta")?.get("progressToken")?.clone();
+        (token.is_string() || token.is_i64()).then_some((token, sink))
+    });
+    let run = match &app.runs {
+        Some(runs) => {
+            let key = RunKey {
+                user: Arc::clone(&caller.sub),
+                channel,
+                id: id.clone(),
+            };
+            match runs.register(key, Some(name.to_owned())).await {
+                Ok(run) => Some(run),
+                Err(RegisterError::Duplicate) => {
+                    return Err(error_response(
+                        &id,
+                        JsonRpcError::new(
+                            cancelkit::protocol::jsonrpc::ErrorCode::from(-32600),
+                            "Invalid request: this id is already in use by a call in flight",
+                        ),
+                        None,
+                    ));
+                }
+                Err(RegisterError::Full) => {
+                    return Err(error_response(
+                        &id,
+                        JsonRpcError::new(
+                            cancelkit::protocol::jsonrpc::ErrorCode::from(OVERLOADED),
+                            "Server overloaded: too many tool calls in flight; retry later",
+                        ),
+                        None,
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
+    let run_id = run.as_ref().map(|r| r.id().to_owned());
+    let (tx, rx) = oneshot::channel();
+    let job = Job {
+        id: id.clone(),
+        upstream,
+        tool: tool.to_owned(),
+        arguments,
+        progress,
+        timeout: app.config.cancellation.tool_timeout,
+    };
+    let task = tokio::spawn(async move {
+        let outcome = job.run(run).await;
+        let _ = tx.send(outcome);
+    });
+    Ok(Call {
+        id,
+        run_id,
+        runs: app.runs.clone(),
+        answer: rx,
+        task: Some(task.abort_handle()),
+        on_drop: None,
+        done: false,
+    })
+}
+
+struct Job {
+    id: RequestId,
+    upstream: Arc<Upstream>,
+    tool: String,
+    arguments: Option<Value>,
+    progress: Option<(Value, mpsc::Sender<Value>)>,
+    timeout: Option<Duration>,
+}
+
+impl Job {
+    async fn run(self, run: Option<Run>) -> Outcome {
+        let Job {
+            id,
+            upstream,
+            tool,
+            arguments,
+            progress,
+            timeout,
+        } = self;
+        let (scope, canceller) = Scope::root();
+        let (progress_tx, mut progress_rx) = mpsc::channel(PROGRESS_BUFFER);
+        let call = ToolCall {
+            tool,
+            arguments,
+            progress: progress.is_some().then_some(progress_tx),
+        };
+        let upstream_call = scope.run(upstream.call(call));
+        tokio::pin!(upstream_call);
+        let token = run.as_ref().map(|r| r.token().clone()).unwrap_or_default();
+        let deadline = tokio::time::sleep(timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
+        tokio::pin!(deadline);
+        let mut timed_out = false;
+        let result = loop {
+            tokio::select! {
+                biased;
+                _ = token.cancelled() => break None,
+                result = &mut upstream_call => break Some(result),
+                _ = &mut deadline, if !timed_out => {
+                    timed_out = true;
+                    let after = timeout.unwrap_or_default();
+                    match &run {
+                        Some(run) => run.cancel(CancelSource::Timeout, Some(format!("tool timeout of {after:?} exceeded"))),
+                        None => break None,
+                    }
+                }
+                Some(update) = progress_rx.recv() => {
+                    if let Some((token, sink)) = &progress {
+                        let mut params = update;
+                        if let Some(object) = params.as_object_mut() {
+                            object.insert("progressToken".into(), token.clone());
+                        }
+                        let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
+                        let _ = sink.try_send(note);
+                    }
+                }
+            }
+        };
+        let run_id = run.as_ref().map(|r| r.id().to_owned());
+        match result {
+            Some(result) => {
+                let (response, state) = match result {
+                    Ok(result) => (
+                        ok_response(&id, with_run_id(result, run_id.as_deref())),
+                        RunState::Completed,
+                    ),
+                    Err(e) => (
+                        error_response(&id, e.to_jsonrpc(upstream.name()), run_id.as_deref()),
+                        RunState::Failed,
+                    ),
+                };
+                if let Some(run) = run {
+                    run.finish(state);
+                }
+                Outcome::Respond(response)
+            }
+            None => {
+                let (at, source, reason) = match run.as_ref().and_then(Run::cancellation) {
+                    Some(c) => c,
+                    None => (std::time::Instant::now(), CancelSource::Timeout, Some("tool timeout exceeded".into())),
+                };
+                canceller.cancel(match source {
+                    CancelSource::Client => CancelReason::Peer(reason.clone()),
+                    CancelSource::Api => CancelReason::Api(reason.clone()),
+                    CancelSource::Timeout => CancelReason::Timeout(timeout.unwrap_or_default()),
+                    CancelSource::Disconnect => CancelReason::ConnectionClosed,
+                    CancelSource::Shutdown => CancelReason::Shutdown,
+                });
+                // Dropping the unanswered upstream call is what tells the upstream.
+                drop(upstream_call);
+                metrics::counter!("cancelkit_gateway_upstream_cancels_total", "upstream" => upstream.name().to_owned()).increment(1);
+                metrics::histogram!("cancelkit_gateway_cancel_to_stopped_seconds").record(at.elapsed().as_secs_f64());
+                if let Some(run) = run {
+                    run.finish(RunState::Cancelled);
+                }
+                Outcome::Cancelled { source, reason }
+            }
+        }
+    }
+}
+
+fn with_run_id(mut result: Value, run_id: Option<&str>) -> Value {
+    if let (Some(run_id), Some(object)) = (run_id, result.as_object_mut()) {
+        let meta = object.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(RUN_ID_META.into(), json!(run_id));
+        }
+    }
+    result
+}
+
+/// A JSON-RPC result response.
+pub fn ok_response(id: &RequestId, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// The JSON-RPC error object of `error`.
+pub fn error_object(error: &JsonRpcError) -> Value {
+    let mut object = json!({"code": error.code.code(), "message": error.message});
+    if let Some(data) = &error.data {
+        object["data"] = data.clone();
+    }
+    object
+}
+
+/// A JSON-RPC error response; with a run, `error.data.runId` names it.
+pub fn error_response(id: &RequestId, error: JsonRpcError, run_id: Option<&str>) -> Value {
+    let mut error = error_object(&error);
+    if let Some(run_id) = run_id {
+        let data = error.get("data").cloned();
+        error["data"] = match data {
+            Some(Value::Object(mut data)) => {
+                data.insert("runId".into(), json!(run_id));
+                Value::Object(data)
+            }
+            None | Some(Value::Null) => json!({"runId": run_id}),
+            Some(other) => json!({"runId": run_id, "upstream": other}),
+        };
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// The answer to a cancelled call: -32800 `Request cancelled`, with the caller's id as it sent
+/// it, the run id, the reason, and `partial: false`.
+pub fn cancelled_response(id: &RequestId, run_id: Option<&str>, reason: Option<&str>) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": -32800,
+            "message": "Request cancelled",
+            "data": {"requestId": id, "runId": run_id, "reason": reason, "partial": false}
+        }
+    })
+}

@@ -1,0 +1,180 @@
+//! The demo upstream bundled with the gateway (hidden subcommand `demo-upstream`): an MCP
+//! server on stdio with tools `echo {text}` and `sleep {seconds}`, speaking 2024-11-05,
+//! 2025-11-25 and 2026-07-28 (chosen by the client's first message).
+//!
+//! `sleep` reports progress every 100 ms when the caller gave a `progressToken`, and a `sleep`
+//! that is cancelled logs one line on stderr, so a cancel's arrival is visible from outside:
+//!
+//! ```text
+//! demo-upstream: cancelled tools/call sleep (request id 3) after 1.2s: cancelled by the peer: gateway: run cancelled
+//! ```
+
+use std::time::{Duration, Instant};
+
+use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
+use cancelkit::{JsonRpcError, cancellable};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The prefix of every line the demo upstream writes on stderr.
+pub const LOG_PREFIX: &str = "demo-upstream:";
+
+fn server_info() -> Value {
+    json!({"name": "cancelkit-gateway-demo-upstream", "version": env!("CARGO_PKG_VERSION")})
+}
+
+#[derive(Deserialize)]
+struct Initialize {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: String,
+}
+
+async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcError> {
+    let version = match params.protocol_version.as_str() {
+        "2024-11-05" => "2024-11-05",
+        _ => "2025-11-25",
+    };
+    Ok(json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {}},
+        "serverInfo": server_info()
+    }))
+}
+
+async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
+    Ok(json!({
+        "capabilities": {"tools": {}},
+        "_meta": {"io.modelcontextprotocol/serverInfo": server_info()}
+    }))
+}
+
+/// The demo's tools, as `tools/list` gives them.
+pub fn tools() -> Value {
+    json!([
+        {
+            "name": "echo",
+            "description": "Returns its text.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        },
+        {
+            "name": "sleep",
+            "description": "Sleeps for the given number of seconds (reporting progress every 100 ms when asked); cancellable.",
+            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}
+        }
+    ])
+}
+
+#[derive(Deserialize)]
+struct CallTool {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default, rename = "_meta")]
+    meta: Option<Value>,
+}
+
+fn text(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": false})
+}
+
+async fn call_tool(params: CallTool, cx: Context) -> Result<Value, JsonRpcError> {
+    match params.name.as_str() {
+        "echo" => match params.arguments.get("text").and_then(Value::as_str) {
+            Some(t) => Ok(text(t)),
+            None => Err(JsonRpcError::invalid_params("echo needs a string `text`")),
+        },
+        "sleep" => match params.arguments.get("seconds").and_then(Value::as_f64) {
+            Some(seconds) if (0.0..=3600.0).contains(&seconds) => {
+                let token = params
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get("progressToken"))
+                    .cloned();
+                sleep(Duration::from_secs_f64(seconds), token, cx).await
+            }
+            _ => Err(JsonRpcError::invalid_params(
+                "sleep needs `seconds` between 0 and 3600",
+            )),
+        },
+        other => Err(JsonRpcError::invalid_params(format!(
+            "no tool named `{other}`"
+        ))),
+    }
+}
+
+/// Writes the stderr line when a sleep ends early.
+struct StopLog {
+    id: String,
+    started: Instant,
+    done: bool,
+}
+
+impl Drop for StopLog {
+    fn drop(&mut self) {
+        if !self.done {
+            let reason = cancelkit::cancel_reason()
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "cancelled".into());
+            eprintln!(
+                "{LOG_PREFIX} cancelled tools/call sleep (request id {}) after {:.1?}: {reason}",
+                self.id,
+                self.started.elapsed()
+            );
+        }
+    }
+}
+
+#[cancellable]
+async fn sleep(duration: Duration, token: Option<Value>, cx: Context) -> Result<Value, JsonRpcError> {
+    let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
+    eprintln!("{LOG_PREFIX} started tools/call sleep (request id {id}) for {duration:?}");
+    let mut log = StopLog {
+        id,
+        started: Instant::now(),
+        done: false,
+    };
+    let deadline = tokio::time::Instant::now() + duration;
+    if let Some(token) = token {
+        let step = Duration::from_millis(100);
+        let total = duration.as_secs_f64();
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + step, step);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = ticks.tick() => {
+                    let progress = log.started.elapsed().as_secs_f64().min(total);
+                    let _ = cx.peer().notify("notifications/progress", json!({
+                        "progressToken": token, "progress": progress, "total": total,
+                        "message": format!("slept {progress:.1}s of {total}s")
+                    })).await;
+                }
+            }
+        }
+    } else {
+        tokio::time::sleep_until(deadline).await;
+    }
+    log.done = true;
+    Ok(text(format!("slept {duration:?}")))
+}
+
+/// Serves the demo upstream on stdin/stdout until the client hangs up.
+pub async fn serve() {
+    let router = Router::new()
+        .request("initialize", initialize)
+        .request("server/discover", discover)
+        .request("ping", |_: Value, _cx: Context| async {
+            Ok::<_, JsonRpcError>(json!({}))
+        })
+        .request("tools/list", |_: Value, _cx: Context| async {
+            Ok::<_, JsonRpcError>(json!({"tools": tools()}))
+        })
+        .request("tools/call", call_tool)
+        .notification(
+            "notifications/initialized",
+            |_: Value, _cx: Context| async {},
+        );
+    let peer = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
+        .router(router)
+        .connect(tokio::io::stdin(), tokio::io::stdout());
+    peer.closed().await;
+}

@@ -1,0 +1,124 @@
+//! The cancellation API: `POST /cancellation/cancel` and `GET /cancellation/status/{id}`
+//! (also under `/v1/`), with the seed's bodies.
+//!
+//! Permission `admin.system_config` acts on every run. A caller without it acts on its own
+//! runs only and gets 403 for every other id, whether a run exists under it or not, so nothing
+//! about other users' runs is revealed. A bare JSON-RPC id that names several runs the caller
+//! may see is refused with 409: the run id (`result._meta["io.cancelkit/runId"]`) says which.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use cancelkit::protocol::gateway::CancelRunRequest;
+use serde_json::json;
+
+use super::{detail, parse_json};
+use crate::app::App;
+use crate::auth::Caller;
+use crate::runs::{ApiError, CancelOutcome};
+
+/// The longest `requestId` accepted.
+pub const MAX_REQUEST_ID_LEN: usize = 256;
+/// The longest reason accepted.
+pub const MAX_REASON_LEN: usize = 4096;
+
+fn refuse(error: ApiError) -> Response {
+    match error {
+        ApiError::Forbidden => detail(
+            StatusCode::FORBIDDEN,
+            "Forbidden: you may cancel and read only your own runs",
+        ),
+        ApiError::NotFound => detail(StatusCode::NOT_FOUND, "Run not found"),
+        ApiError::Ambiguous(n) => detail(
+            StatusCode::CONFLICT,
+            format!(
+                "requestId names {n} runs; use the run id (result._meta[\"io.cancelkit/runId\"], \
+                 error.data.runId or the Cancelkit-Run-Id header) to say which"
+            ),
+        ),
+    }
+}
+
+fn check_id(id: &str) -> Result<(), Response> {
+    if id.is_empty() || id.len() > MAX_REQUEST_ID_LEN || id.chars().any(char::is_control) {
+        return Err(detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "requestId must be 1 to {MAX_REQUEST_ID_LEN} bytes without control characters"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /cancellation/cancel`.
+pub async fn cancel(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Response {
+    let Some(runs) = &app.runs else {
+        return super::not_found().await;
+    };
+    let value = match parse_json(&body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let request: CancelRunRequest = match serde_json::from_value(value) {
+        Ok(r) => r,
+        Err(e) => {
+            return detail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "expected {{\"requestId\": string, \"reason\": string|null}}: {e}"
+                ),
+            );
+        }
+    };
+    if let Err(r) = check_id(&request.request_id) {
+        return r;
+    }
+    if request.reason.as_ref().is_some_and(|r| r.len() > MAX_REASON_LEN) {
+        return detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("reason must be at most {MAX_REASON_LEN} bytes"),
+        );
+    }
+    match runs
+        .cancel(&request.request_id, &caller, request.reason.clone())
+        .await
+    {
+        Ok(outcome) => axum::Json(json!({
+            "status": match outcome {
+                CancelOutcome::Cancelled => "cancelled",
+                CancelOutcome::Queued => "queued",
+            },
+            "requestId": request.request_id,
+            "reason": request.reason,
+        }))
+        .into_response(),
+        Err(e) => refuse(e),
+    }
+}
+
+/// `GET /cancellation/status/{request_id}`.
+pub async fn status(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    Path(request_id): Path<String>,
+) -> Response {
+    let Some(runs) = &app.runs else {
+        return super::not_found().await;
+    };
+    if let Err(r) = check_id(&request_id) {
+        return r;
+    }
+    match runs.status(&request_id, &caller).await {
+        Ok(record) => axum::Json(record.status_body()).into_response(),
+        Err(e) => refuse(e),
+    }
+}

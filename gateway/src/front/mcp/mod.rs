@@ -1,0 +1,413 @@
+//! `/mcp`: MCP over Streamable HTTP, for clients on 2025-11-25 (and the earlier legacy
+//! revisions) and on 2026-07-28.
+//!
+//! - **2025-11-25**: `initialize` opens a session (`Mcp-Session-Id`), which every later POST
+//!   names; `GET` opens the session's stream, `DELETE` ends the session (and cancels its
+//!   runs). A closed response stream is not a cancel; `notifications/cancelled` is, and the
+//!   cancelled call gets no response.
+//! - **2026-07-28**: no sessions and no handshake: every request carries its protocol version
+//!   and capabilities in `params._meta`; `server/discover` says what the gateway speaks. Closing
+//!   a `tools/call`'s response stream is its cancel.
+//!
+//! A POST without a session that is neither `initialize` nor stamped for 2026-07-28 is refused
+//! (400). `tools/call` answers with an SSE stream (progress, then the response); everything
+//! else with JSON.
+
+pub mod session;
+pub mod stream;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use cancelkit::JsonRpcError;
+use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::rpc::{Message, read_message};
+use crate::app::{App, server_info};
+use crate::auth::Caller;
+use crate::calls::{self, CallRequest, ok_response};
+use crate::runs::record::{CancelSource, RunKey};
+use crate::upstream::PROGRESS_BUFFER;
+pub use session::Sessions;
+use session::{Session, TooManySessions};
+use stream::CallStream;
+
+/// The header naming a 2025-11-25 session.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The MCP 2026-07-28 revision.
+pub const V2026: &str = "2026-07-28";
+/// The legacy revisions `initialize` accepts.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The legacy revision offered when a client asks for one we do not know.
+pub const LATEST_LEGACY: &str = "2025-11-25";
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The era of one POST.
+enum Era {
+    Session(Arc<Session>),
+    V2026,
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+fn rpc_error(status: StatusCode, id: Option<&RequestId>, error: JsonRpcError) -> Response {
+    json_response(
+        status,
+        json!({"jsonrpc": "2.0", "id": id, "error": calls::error_object(&error)}),
+    )
+}
+
+/// Completes a 2026-07-28 result: `resultType` where it is missing.
+fn complete_2026(mut response: Value) -> Value {
+    if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
+    }
+    response
+}
+
+fn unchanged(response: Value) -> Value {
+    response
+}
+
+/// `POST /mcp`.
+pub async fn post(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !caller.may_execute() {
+        return super::detail(StatusCode::FORBIDDEN, "Forbidden: permission tools.execute is required");
+    }
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"detail": format!("the body is not valid JSON: {e}"), "jsonrpc": "2.0", "id": null,
+                       "error": {"code": -32700, "message": "Parse error"}}),
+            );
+        }
+    };
+    // A response or error from the client (to a request we never send) is accepted and dropped.
+    if value.get("method").is_none()
+        && (value.get("result").is_some() || value.get("error").is_some())
+    {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let message = match read_message(value) {
+        Ok(m) => m,
+        Err(e) => {
+            return json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"detail": e, "jsonrpc": "2.0", "id": null,
+                       "error": {"code": -32600, "message": "Invalid Request"}}),
+            );
+        }
+    };
+    let session_id = headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let (method, id, params) = match message {
+        Message::Request { id, method, params } => (method, Some(id), params),
+        Message::Notification { method, params } => (method, None, params),
+    };
+
+    if method == "initialize" {
+        let Some(id) = id else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        return initialize(&app, &caller, &id, &params);
+    }
+    let era = match &session_id {
+        Some(sid) => match app.sessions.get(sid, &caller.sub) {
+            Some(session) => Era::Session(session),
+            None => {
+                return rpc_error(
+                    StatusCode::NOT_FOUND,
+                    id.as_ref(),
+                    JsonRpcError::new(ErrorCode::from(-32001), "Session not found"),
+                );
+            }
+        },
+        None if method == "server/discover" || stamped_version(&params).is_some() => Era::V2026,
+        None => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id.as_ref(),
+                JsonRpcError::new(
+                    ErrorCode::from(-32600),
+                    "Bad Request: no Mcp-Session-Id header; send initialize first, or stamp the \
+                     request for MCP 2026-07-28 (params._meta)",
+                ),
+            );
+        }
+    };
+    let Some(id) = id else {
+        return notification(&app, &caller, &era, &method, &params);
+    };
+    match era {
+        Era::Session(session) => legacy_request(&app, caller, session, id, &method, params).await,
+        Era::V2026 => request_2026(&app, caller, id, &method, params).await,
+    }
+}
+
+fn stamped_version(params: &Value) -> Option<&Value> {
+    params.get("_meta")?.as_object()?.get(PROTOCOL_VERSION_META)
+}
+
+fn initialize(app: &App, caller: &Caller, id: &RequestId, params: &Value) -> Response {
+    let result = app.initialize_result(params);
+    let version = result["protocolVersion"].as_str().unwrap_or(LATEST_LEGACY);
+    match app.sessions.create(&caller.sub, version) {
+        Ok(session) => {
+            let mut response = json_response(StatusCode::OK, ok_response(id, result));
+            if let Ok(value) = HeaderValue::from_str(&session.id) {
+                response.headers_mut().insert(SESSION_HEADER, value);
+            }
+            response
+        }
+        Err(TooManySessions) => {
+            let mut response = rpc_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(id),
+                JsonRpcError::new(
+                    ErrorCode::from(calls::OVERLOADED),
+                    "Too many MCP sessions are open on this worker; retry later",
+                ),
+            );
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            response
+        }
+    }
+}
+
+fn notification(app: &App, caller: &Caller, era: &Era, method: &str, params: &Value) -> Response {
+    if method == "notifications/cancelled"
+        && let Era::Session(session) = era
+        && let Some(runs) = &app.runs
+        && let Some(id) = params
+            .get("requestId")
+            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok())
+    {
+        let reason = params
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(|r| r.chars().take(super::api::MAX_REASON_LEN).collect());
+        let key = RunKey {
+            user: Arc::clone(&caller.sub),
+            channel: Arc::clone(&session.id),
+            id,
+        };
+        runs.cancel_key(&key, CancelSource::Client, reason);
+    }
+    // Every other notification (initialized, progress, roots changed...) is accepted.
+    StatusCode::ACCEPTED.into_response()
+}
+
+async fn legacy_request(
+    app: &Arc<App>,
+    caller: Caller,
+    session: Arc<Session>,
+    id: RequestId,
+    method: &str,
+    params: Value,
+) -> Response {
+    match method {
+        "ping" => json_response(StatusCode::OK, ok_response(&id, json!({}))),
+        "tools/list" => json_response(
+            StatusCode::OK,
+            ok_response(&id, json!({"tools": app.upstreams.list_tools().await})),
+        ),
+        "tools/call" => {
+            let channel = Arc::clone(&session.id);
+            tools_call(app, caller, channel, id, params, Some(session), unchanged).await
+        }
+        _ => json_response(
+            StatusCode::OK,
+            calls::error_response(&id, JsonRpcError::method_not_found(), None),
+        ),
+    }
+}
+
+async fn request_2026(
+    app: &Arc<App>,
+    caller: Caller,
+    id: RequestId,
+    method: &str,
+    params: Value,
+) -> Response {
+    // Every 2026-07-28 request names its version and the client's capabilities.
+    let meta = params.get("_meta").and_then(Value::as_object);
+    let version = meta.and_then(|m| m.get(PROTOCOL_VERSION_META));
+    match version {
+        Some(Value::String(v)) if v == V2026 => {}
+        Some(Value::String(v)) => {
+            let error = JsonRpcError::new(ErrorCode::from(-32022), "Unsupported protocol version")
+                .with_data(json!({"requested": v, "supported": [V2026]}));
+            return rpc_error(StatusCode::BAD_REQUEST, Some(&id), error);
+        }
+        _ if method == "server/discover" => {}
+        _ => {
+            return rpc_error(
+                StatusCode::OK,
+                Some(&id),
+                JsonRpcError::invalid_params(format!(
+                    "a 2026-07-28 request needs params._meta with `{PROTOCOL_VERSION_META}` (a string)"
+                )),
+            );
+        }
+    }
+    if method != "server/discover"
+        && !meta.is_some_and(|m| m.get(CLIENT_CAPABILITIES_META).is_some_and(Value::is_object))
+    {
+        return rpc_error(
+            StatusCode::OK,
+            Some(&id),
+            JsonRpcError::invalid_params(format!(
+                "a 2026-07-28 request needs params._meta with `{CLIENT_CAPABILITIES_META}` (an object)"
+            )),
+        );
+    }
+    match method {
+        "server/discover" => json_response(
+            StatusCode::OK,
+            complete_2026(ok_response(
+                &id,
+                json!({
+                    "supportedVersions": [V2026],
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "ttlMs": 0,
+                    "cacheScope": "private",
+                    "_meta": {"io.modelcontextprotocol/serverInfo": server_info()},
+                }),
+            )),
+        ),
+        "tools/list" => json_response(
+            StatusCode::OK,
+            complete_2026(ok_response(
+                &id,
+                json!({"tools": app.upstreams.list_tools().await, "ttlMs": 0, "cacheScope": "private"}),
+            )),
+        ),
+        "tools/call" => {
+            static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
+            let channel: Arc<str> = Arc::from(format!(
+                "stream-{}",
+                NEXT_STREAM.fetch_add(1, Ordering::Relaxed)
+            ));
+            tools_call(app, caller, channel, id, params, None, complete_2026).await
+        }
+        _ => json_response(
+            StatusCode::OK,
+            calls::error_response(&id, JsonRpcError::method_not_found(), None),
+        ),
+    }
+}
+
+/// A `tools/call` as an SSE stream: progress, then the response.
+async fn tools_call(
+    app: &Arc<App>,
+    caller: Caller,
+    channel: Arc<str>,
+    id: RequestId,
+    params: Value,
+    session: Option<Arc<Session>>,
+    finish: fn(Value) -> Value,
+) -> Response {
+    if app.draining() {
+        return json_response(
+            StatusCode::OK,
+            calls::error_response(
+                &id,
+                JsonRpcError::new(
+                    ErrorCode::from(calls::OVERLOADED),
+                    "Server overloaded: the gateway is shutting down",
+                ),
+                None,
+            ),
+        );
+    }
+    let (progress_tx, progress_rx) = mpsc::channel(PROGRESS_BUFFER);
+    let request = CallRequest {
+        caller,
+        channel,
+        id,
+        params,
+        progress: Some(progress_tx),
+    };
+    let call = match calls::start(app, request).await {
+        Ok(call) => call,
+        Err(response) => return json_response(StatusCode::OK, finish(response)),
+    };
+    let stream = CallStream::new(call, progress_rx, session, finish);
+    Sse::new(stream).into_response()
+}
+
+/// `GET /mcp`: the session's stream (2025-11-25). 405 without a session: 2026-07-28 has none.
+pub async fn get(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return super::detail(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET /mcp needs an Mcp-Session-Id (MCP 2026-07-28 has no GET stream)",
+        );
+    };
+    let Some(session) = app.sessions.get(sid, &caller.sub) else {
+        return super::detail(StatusCode::NOT_FOUND, "Session not found");
+    };
+    let rx = session.open_stream();
+    let stopping = app.stopping.clone();
+    let events = futures_util::stream::unfold((rx, stopping), |(mut rx, stopping)| async move {
+        tokio::select! {
+            message = rx.recv() => {
+                let message: Value = message?;
+                let event = Event::default().event("message").data(message.to_string());
+                Some((Ok::<_, std::convert::Infallible>(event), (rx, stopping)))
+            }
+            _ = stopping.cancelled() => None,
+        }
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// `DELETE /mcp`: ends the session; its runs in flight are cancelled.
+pub async fn delete(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return super::detail(StatusCode::BAD_REQUEST, "DELETE /mcp needs an Mcp-Session-Id");
+    };
+    match app.sessions.remove(sid, &caller.sub) {
+        Some(session) => {
+            if let Some(runs) = &app.runs {
+                runs.cancel_channel(&caller.sub, &session.id, CancelSource::Disconnect);
+            }
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => super::detail(StatusCode::NOT_FOUND, "Session not found"),
+    }
+}

@@ -1,0 +1,159 @@
+//! MCP 2025-11-25 sessions of `/mcp`: created by `initialize`, named by `Mcp-Session-Id`,
+//! owned by the user who created them, ended by `DELETE` or after an hour unused.
+//!
+//! Bound: at most `max_sessions` at once. At the bound, sessions unused for
+//! [`IDLE_EXPIRY`] are ended first; if none is, `initialize` is refused with 429 (retry later)
+//! rather than ending a session in use.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// A session unused this long is ended.
+pub const IDLE_EXPIRY: Duration = Duration::from_secs(3600);
+/// How many messages wait for a session's GET stream; beyond, the oldest undelivered result is
+/// dropped with a warning (its client did not keep a stream open to receive it).
+pub const GET_STREAM_BUFFER: usize = 256;
+
+/// One session.
+#[derive(Debug)]
+pub struct Session {
+    /// Its id.
+    pub id: Arc<str>,
+    /// The subject of the token that created it; nobody else may use it.
+    pub owner: Arc<str>,
+    /// The protocol version agreed at `initialize`.
+    pub version: String,
+    last_seen: Mutex<Instant>,
+    get_stream: Mutex<Option<mpsc::Sender<Value>>>,
+}
+
+impl Session {
+    fn touch(&self) {
+        *self.last_seen.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    /// Opens the session's GET stream (replacing an earlier one, which ends).
+    pub fn open_stream(&self) -> mpsc::Receiver<Value> {
+        let (tx, rx) = mpsc::channel(GET_STREAM_BUFFER);
+        *self.get_stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        rx
+    }
+
+    /// Sends a message on the GET stream, if one is open; returns whether it was queued.
+    pub fn push(&self, message: Value) -> bool {
+        let stream = self
+            .get_stream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        stream.is_some_and(|s| s.try_send(message).is_ok())
+    }
+}
+
+/// Why a session could not be created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManySessions;
+
+/// Every session on this worker.
+#[derive(Debug)]
+pub struct Sessions {
+    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+    max: usize,
+}
+
+impl Sessions {
+    /// At most `max` sessions at once.
+    pub fn new(max: usize) -> Sessions {
+        Sessions {
+            map: Mutex::new(HashMap::new()),
+            max,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Creates a session for `owner`.
+    pub fn create(&self, owner: &Arc<str>, version: &str) -> Result<Arc<Session>, TooManySessions> {
+        let mut map = self.lock();
+        if map.len() >= self.max {
+            map.retain(|_, s| s.idle_for() < IDLE_EXPIRY);
+            if map.len() >= self.max {
+                return Err(TooManySessions);
+            }
+        }
+        let id: Arc<str> = Arc::from(uuid::Uuid::new_v4().simple().to_string());
+        let session = Arc::new(Session {
+            id: Arc::clone(&id),
+            owner: Arc::clone(owner),
+            version: version.to_owned(),
+            last_seen: Mutex::new(Instant::now()),
+            get_stream: Mutex::new(None),
+        });
+        map.insert(id, Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// The session `id` if `user` owns it (another user's session is not found, so nothing
+    /// about it is revealed).
+    pub fn get(&self, id: &str, user: &str) -> Option<Arc<Session>> {
+        let map = self.lock();
+        let session = map.get(id)?;
+        if *session.owner != *user || session.idle_for() >= IDLE_EXPIRY {
+            return None;
+        }
+        session.touch();
+        Some(Arc::clone(session))
+    }
+
+    /// Ends the session `id` if `user` owns it.
+    pub fn remove(&self, id: &str, user: &str) -> Option<Arc<Session>> {
+        let mut map = self.lock();
+        if map.get(id).is_some_and(|s| *s.owner == *user) {
+            map.remove(id)
+        } else {
+            None
+        }
+    }
+
+    /// How many sessions are open.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no session is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_belong_to_their_owner_and_are_bounded() {
+        let sessions = Sessions::new(2);
+        let alice: Arc<str> = Arc::from("alice");
+        let a = sessions.create(&alice, "2025-11-25").unwrap();
+        assert!(sessions.get(&a.id, "alice").is_some());
+        assert!(sessions.get(&a.id, "bob").is_none());
+        assert!(sessions.remove(&a.id, "bob").is_none());
+        sessions.create(&alice, "2025-11-25").unwrap();
+        assert_eq!(sessions.create(&alice, "2025-11-25").unwrap_err(), TooManySessions);
+        assert!(sessions.remove(&a.id, "alice").is_some());
+        assert!(sessions.create(&alice, "2025-11-25").is_ok());
+    }
+}

@@ -1,0 +1,90 @@
+//! The HTTP front: authentication as a layer, and thin handlers for `/mcp`, `/rpc`, the
+//! cancellation API, `/health` and `/metrics`.
+
+pub mod api;
+pub mod mcp;
+pub mod rpc;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::auth::AuthError;
+
+/// A JSON body `{"detail": ...}` with a status, as every refusal of the gateway is written.
+pub fn detail(status: StatusCode, detail: impl Into<String>) -> Response {
+    (status, axum::Json(json!({"detail": detail.into()}))).into_response()
+}
+
+/// Checks the bearer token and puts the [`Caller`](crate::auth::Caller) into the request's
+/// extensions; 401 (with `WWW-Authenticate: Bearer`) without a valid one.
+pub async fn authenticate(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match app.verifier.check_header(header) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => {
+            let mut response = detail(
+                StatusCode::UNAUTHORIZED,
+                match e {
+                    AuthError::Missing => "Not authenticated: a bearer token is required",
+                    AuthError::Invalid => "Invalid or expired token",
+                },
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+/// Reads a JSON body, or explains (422) why it is not one.
+pub fn parse_json(body: &[u8]) -> Result<Value, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the body is not valid JSON: {e}"),
+        )
+    })
+}
+
+/// `GET /health`.
+pub async fn health(State(app): State<Arc<App>>) -> Response {
+    let redis = match app.runs.as_ref().and_then(|r| r.cluster()) {
+        None => "off",
+        Some(c) if c.is_connected() => "connected",
+        Some(_) => "disconnected",
+    };
+    axum::Json(json!({
+        "status": if app.draining() { "draining" } else { "ok" },
+        "worker": app.config.worker_id,
+        "redis": redis,
+        "runs_in_flight": app.runs.as_ref().map(|r| r.in_flight()).unwrap_or(0),
+    }))
+    .into_response()
+}
+
+/// `GET /metrics`: Prometheus text.
+pub async fn metrics(State(app): State<Arc<App>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+/// 404 `{"detail":"Not Found"}` for every path the gateway does not serve.
+pub async fn not_found() -> Response {
+    detail(StatusCode::NOT_FOUND, "Not Found")
+}
