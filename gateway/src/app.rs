@@ -60,19 +60,22 @@ impl App {
                 max_retained: config.limits.max_retained,
                 max_tombstones: config.limits.max_tombstones,
             };
-            let cluster = config.redis_url.as_ref().map(|url| crate::cluster::Settings {
-                url: url.clone(),
-                worker: config.worker_id.clone(),
-                retention: config.cancellation.status_retention,
-                run_ttl: config
-                    .cancellation
-                    .tool_timeout
-                    .unwrap_or(Duration::from_secs(24 * 3600)),
-                tombstone_ttl: config.cancellation.tombstone_ttl,
-                ack_timeout: Duration::from_secs(2),
-                lookup_timeout: Duration::from_millis(500),
-                max_pending: config.limits.max_runs + config.limits.max_retained,
-            });
+            let cluster = config
+                .redis_url
+                .as_ref()
+                .map(|url| crate::cluster::Settings {
+                    url: url.clone(),
+                    worker: config.worker_id.clone(),
+                    retention: config.cancellation.status_retention,
+                    run_ttl: config
+                        .cancellation
+                        .tool_timeout
+                        .unwrap_or(Duration::from_secs(24 * 3600)),
+                    tombstone_ttl: config.cancellation.tombstone_ttl,
+                    ack_timeout: Duration::from_secs(2),
+                    lookup_timeout: Duration::from_millis(500),
+                    max_pending: config.limits.max_runs + config.limits.max_retained,
+                });
             Runs::new(settings, cluster)
         });
         let upstreams = Upstreams::start(&config);
@@ -114,10 +117,7 @@ impl App {
     /// The routes and layers.
     pub fn router(self: &Arc<Self>) -> Router {
         let mut protected = Router::new()
-            .route(
-                "/mcp",
-                post(mcp::post).get(mcp::get).delete(mcp::delete),
-            )
+            .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
             .route("/rpc", post(rpc::rpc));
         if self.runs.is_some() {
             for prefix in ["", "/v1"] {
@@ -216,13 +216,17 @@ fn metrics_handle() -> PrometheusHandle {
                     metrics_exporter_prometheus::Matcher::Full(
                         "cancelkit_gateway_cancel_to_stopped_seconds".into(),
                     ),
-                    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0],
+                    &[
+                        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
+                    ],
                 )
                 .expect("static buckets")
                 .build_recorder();
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_err() {
-                tracing::warn!("a metrics recorder was already installed; /metrics shows only this one's");
+                tracing::warn!(
+                    "a metrics recorder was already installed; /metrics shows only this one's"
+                );
             }
             describe();
             handle
@@ -231,7 +235,10 @@ fn metrics_handle() -> PrometheusHandle {
 }
 
 fn describe() {
-    metrics::describe_counter!("cancelkit_gateway_runs_started_total", "tools/call runs started");
+    metrics::describe_counter!(
+        "cancelkit_gateway_runs_started_total",
+        "tools/call runs started"
+    );
     metrics::describe_counter!(
         "cancelkit_gateway_runs_finished_total",
         "runs ended, by outcome (completed, failed, cancelled)"
@@ -249,13 +256,17 @@ fn describe() {
         metrics::Unit::Seconds,
         "from a run's cancel to its upstream call being dropped (the upstream told)"
     );
-    metrics::describe_gauge!("cancelkit_gateway_runs_in_flight", "runs in flight on this worker");
+    metrics::describe_gauge!(
+        "cancelkit_gateway_runs_in_flight",
+        "runs in flight on this worker"
+    );
     metrics::describe_gauge!(
         "cancelkit_gateway_redis_connected",
         "1 while the link to Redis is up, 0 while it is away"
     );
     for outcome in ["completed", "failed", "cancelled"] {
-        metrics::counter!("cancelkit_gateway_runs_finished_total", "outcome" => outcome).increment(0);
+        metrics::counter!("cancelkit_gateway_runs_finished_total", "outcome" => outcome)
+            .increment(0);
     }
     for source in ["client", "api", "timeout", "disconnect", "shutdown"] {
         metrics::counter!("cancelkit_gateway_cancels_total", "source" => source).increment(0);

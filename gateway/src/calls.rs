@@ -133,7 +133,11 @@ impl Drop for Call {
         let Some(source) = self.on_drop else { return };
         match (&self.runs, &self.run_id) {
             (Some(runs), Some(run_id)) => {
-                runs.cancel_live(run_id, source, Some(format!("{}: the caller went away", source.as_str())));
+                runs.cancel_live(
+                    run_id,
+                    source,
+                    Some(format!("{}: the caller went away", source.as_str())),
+                );
             }
             _ => {
                 if let Some(task) = &self.task {
@@ -320,7 +324,11 @@ impl Job {
             None => {
                 let (at, source, reason) = match run.as_ref().and_then(Run::cancellation) {
                     Some(c) => c,
-                    None => (std::time::Instant::now(), CancelSource::Timeout, Some("tool timeout exceeded".into())),
+                    None => (
+                        std::time::Instant::now(),
+                        CancelSource::Timeout,
+                        Some("tool timeout exceeded".into()),
+                    ),
                 };
                 canceller.cancel(match source {
                     CancelSource::Client => CancelReason::Peer(reason.clone()),
@@ -332,7 +340,8 @@ impl Job {
                 // Dropping the unanswered upstream call is what tells the upstream.
                 drop(upstream_call);
                 metrics::counter!("cancelkit_gateway_upstream_cancels_total", "upstream" => upstream.name().to_owned()).increment(1);
-                metrics::histogram!("cancelkit_gateway_cancel_to_stopped_seconds").record(at.elapsed().as_secs_f64());
+                metrics::histogram!("cancelkit_gateway_cancel_to_stopped_seconds")
+                    .record(at.elapsed().as_secs_f64());
                 if let Some(run) = run {
                     run.finish(RunState::Cancelled);
                 }

@@ -125,7 +125,11 @@ impl Drop for StopLog {
 }
 
 #[cancellable]
-async fn sleep(duration: Duration, token: Option<Value>, cx: Context) -> Result<Value, JsonRpcError> {
+async fn sleep(
+    duration: Duration,
+    token: Option<Value>,
+    cx: Context,
+) -> Result<Value, JsonRpcError> {
     let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
     eprintln!("{LOG_PREFIX} started tools/call sleep (request id {id}) for {duration:?}");
     let mut log = StopLog {

@@ -47,9 +47,7 @@ fn check_id(id: &str) -> Result<(), Response> {
     if id.is_empty() || id.len() > MAX_REQUEST_ID_LEN || id.chars().any(char::is_control) {
         return Err(detail(
             StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "requestId must be 1 to {MAX_REQUEST_ID_LEN} bytes without control characters"
-            ),
+            format!("requestId must be 1 to {MAX_REQUEST_ID_LEN} bytes without control characters"),
         ));
     }
     Ok(())
@@ -73,16 +71,18 @@ pub async fn cancel(
         Err(e) => {
             return detail(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                format!(
-                    "expected {{\"requestId\": string, \"reason\": string|null}}: {e}"
-                ),
+                format!("expected {{\"requestId\": string, \"reason\": string|null}}: {e}"),
             );
         }
     };
     if let Err(r) = check_id(&request.request_id) {
         return r;
     }
-    if request.reason.as_ref().is_some_and(|r| r.len() > MAX_REASON_LEN) {
+    if request
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.len() > MAX_REASON_LEN)
+    {
         return detail(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("reason must be at most {MAX_REASON_LEN} bytes"),

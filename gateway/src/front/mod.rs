@@ -23,7 +23,11 @@ pub fn detail(status: StatusCode, detail: impl Into<String>) -> Response {
 
 /// Checks the bearer token and puts the [`Caller`](crate::auth::Caller) into the request's
 /// extensions; 401 (with `WWW-Authenticate: Bearer`) without a valid one.
-pub async fn authenticate(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+pub async fn authenticate(
+    State(app): State<Arc<App>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let header = request
         .headers()
         .get(header::AUTHORIZATION)

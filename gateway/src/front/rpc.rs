@@ -77,11 +77,14 @@ pub async fn rpc(
     body: Bytes,
 ) -> Response {
     if !caller.may_execute() {
-        return detail(StatusCode::FORBIDDEN, "Forbidden: permission tools.execute is required");
+        return detail(
+            StatusCode::FORBIDDEN,
+            "Forbidden: permission tools.execute is required",
+        );
     }
-    let message = match parse_json(&body).and_then(|v| {
-        read_message(v).map_err(|e| detail(StatusCode::UNPROCESSABLE_ENTITY, e))
-    }) {
+    let message = match parse_json(&body)
+        .and_then(|v| read_message(v).map_err(|e| detail(StatusCode::UNPROCESSABLE_ENTITY, e)))
+    {
         Ok(m) => m,
         Err(r) => return r,
     };

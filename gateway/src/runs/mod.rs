@@ -106,7 +106,10 @@ pub struct Runs {
 
 impl Runs {
     /// A registry; with `cluster_settings`, linked to the other workers through Redis.
-    pub fn new(settings: Settings, cluster_settings: Option<crate::cluster::Settings>) -> Arc<Runs> {
+    pub fn new(
+        settings: Settings,
+        cluster_settings: Option<crate::cluster::Settings>,
+    ) -> Arc<Runs> {
         let runs = Arc::new_cyclic(|me| Runs {
             settings,
             state: Mutex::new(State::default()),
@@ -239,7 +242,12 @@ impl Runs {
         };
         metrics::counter!("cancelkit_gateway_cancels_total", "source" => source.as_str())
             .increment(1);
-        tracing::info!(run_id, source = source.as_str(), reason = record.cancel_reason.as_deref().unwrap_or(""), "run cancelled");
+        tracing::info!(
+            run_id,
+            source = source.as_str(),
+            reason = record.cancel_reason.as_deref().unwrap_or(""),
+            "run cancelled"
+        );
         if let Some(cluster) = self.cluster() {
             cluster.record(&record);
         }
@@ -276,7 +284,10 @@ impl Runs {
     }
 
     /// When and by whom a live run was cancelled.
-    pub(crate) fn cancellation(&self, run_id: &str) -> Option<(Instant, CancelSource, Option<String>)> {
+    pub(crate) fn cancellation(
+        &self,
+        run_id: &str,
+    ) -> Option<(Instant, CancelSource, Option<String>)> {
         let state = self.lock();
         let live = state.live.get(run_id)?;
         let (at, source) = live.cancelled?;
@@ -428,7 +439,9 @@ impl Runs {
                         };
                         match cluster.cancel_remote(&record, reason).await {
                             RemoteCancel::Stopped => Ok(CancelOutcome::Cancelled),
-                            RemoteCancel::Sent | RemoteCancel::Deferred => Ok(CancelOutcome::Queued),
+                            RemoteCancel::Sent | RemoteCancel::Deferred => {
+                                Ok(CancelOutcome::Queued)
+                            }
                         }
                     }
                 }
@@ -445,12 +458,17 @@ impl Runs {
             reason,
             expires_at: unix_now() + self.settings.tombstone_ttl.as_secs_f64(),
         };
-        tracing::info!(selector, "cancel for a run not registered yet: kept for {:?}", self.settings.tombstone_ttl);
+        tracing::info!(
+            selector,
+            "cancel for a run not registered yet: kept for {:?}",
+            self.settings.tombstone_ttl
+        );
         {
             let mut state = self.lock();
-            state
-                .tombstones
-                .push_back((Instant::now() + self.settings.tombstone_ttl, tombstone.clone()));
+            state.tombstones.push_back((
+                Instant::now() + self.settings.tombstone_ttl,
+                tombstone.clone(),
+            ));
             self.expire(&mut state);
         }
         if let Some(cluster) = self.cluster() {

@@ -106,7 +106,9 @@ impl StdioUpstream {
         let wait = current.wait_for(|c| c.as_ref().is_some_and(|h| !h.is_closed()));
         match tokio::time::timeout(START_WAIT, wait).await {
             Ok(Ok(handle)) => Ok(handle.clone().expect("waited for Some")),
-            Ok(Err(_)) => Err(CallError::Unavailable("the gateway is shutting down".into())),
+            Ok(Err(_)) => Err(CallError::Unavailable(
+                "the gateway is shutting down".into(),
+            )),
             Err(_) => Err(CallError::Unavailable(format!(
                 "not running (still starting after {START_WAIT:?})"
             ))),
@@ -175,7 +177,9 @@ impl StdioUpstream {
 fn lost(error: RequestError) -> CallError {
     match error {
         RequestError::Rpc(e) => CallError::Rpc(e),
-        RequestError::Closed => CallError::Lost("its connection closed (the process exited)".into()),
+        RequestError::Closed => {
+            CallError::Lost("its connection closed (the process exited)".into())
+        }
         other => CallError::Lost(other.to_string()),
     }
 }
@@ -218,8 +222,12 @@ impl Supervisor {
             let started = Instant::now();
             match self.serve_once().await {
                 Ok(()) if self.stop.is_cancelled() => break,
-                Ok(()) => tracing::warn!(upstream = %self.name, "upstream exited; restarting in {backoff:?}"),
-                Err(e) => tracing::warn!(upstream = %self.name, "upstream failed: {e}; restarting in {backoff:?}"),
+                Ok(()) => {
+                    tracing::warn!(upstream = %self.name, "upstream exited; restarting in {backoff:?}")
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %self.name, "upstream failed: {e}; restarting in {backoff:?}")
+                }
             }
             if started.elapsed() >= HEALTHY_AFTER {
                 backoff = BACKOFF_MIN;

@@ -90,7 +90,10 @@ pub async fn post(
     body: Bytes,
 ) -> Response {
     if !caller.may_execute() {
-        return super::detail(StatusCode::FORBIDDEN, "Forbidden: permission tools.execute is required");
+        return super::detail(
+            StatusCode::FORBIDDEN,
+            "Forbidden: permission tools.execute is required",
+        );
     }
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -275,7 +278,10 @@ async fn request_2026(
         }
     }
     if method != "server/discover"
-        && !meta.is_some_and(|m| m.get(CLIENT_CAPABILITIES_META).is_some_and(Value::is_object))
+        && !meta.is_some_and(|m| {
+            m.get(CLIENT_CAPABILITIES_META)
+                .is_some_and(Value::is_object)
+        })
     {
         return rpc_error(
             StatusCode::OK,
@@ -399,7 +405,10 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Response {
     let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-        return super::detail(StatusCode::BAD_REQUEST, "DELETE /mcp needs an Mcp-Session-Id");
+        return super::detail(
+            StatusCode::BAD_REQUEST,
+            "DELETE /mcp needs an Mcp-Session-Id",
+        );
     };
     match app.sessions.remove(sid, &caller.sub) {
         Some(session) => {

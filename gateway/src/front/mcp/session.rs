@@ -152,7 +152,10 @@ mod tests {
         assert!(sessions.get(&a.id, "bob").is_none());
         assert!(sessions.remove(&a.id, "bob").is_none());
         sessions.create(&alice, "2025-11-25").unwrap();
-        assert_eq!(sessions.create(&alice, "2025-11-25").unwrap_err(), TooManySessions);
+        assert_eq!(
+            sessions.create(&alice, "2025-11-25").unwrap_err(),
+            TooManySessions
+        );
         assert!(sessions.remove(&a.id, "alice").is_some());
         assert!(sessions.create(&alice, "2025-11-25").is_ok());
     }
