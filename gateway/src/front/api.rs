@@ -13,8 +13,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use cancelkit::protocol::gateway::CancelRunRequest;
-use serde_json::json;
+use cancelkit::protocol::gateway::{CancelRunRequest, CancelRunResponse, CancelStatus};
 
 use super::{detail, parse_json};
 use crate::app::App;
@@ -92,14 +91,14 @@ pub async fn cancel(
         .cancel(&request.request_id, &caller, request.reason.clone())
         .await
     {
-        Ok(outcome) => axum::Json(json!({
-            "status": match outcome {
-                CancelOutcome::Cancelled => "cancelled",
-                CancelOutcome::Queued => "queued",
+        Ok(outcome) => axum::Json(CancelRunResponse {
+            status: match outcome {
+                CancelOutcome::Cancelled => CancelStatus::Cancelled,
+                CancelOutcome::Queued => CancelStatus::Queued,
             },
-            "requestId": request.request_id,
-            "reason": request.reason,
-        }))
+            request_id: request.request_id,
+            reason: request.reason,
+        })
         .into_response(),
         Err(e) => refuse(e),
     }

@@ -128,7 +128,9 @@ impl RunRecord {
     }
 
     /// The status body of `GET /cancellation/status/{id}`: the seed's fields, plus `state` and
-    /// `run_id`; never the owner.
+    /// `run_id`; never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
+    /// when null (the schema's `RunStatus` allows leaving them out, as ContextForge does before
+    /// a cancel; clients find them more easily this way).
     pub fn status_body(&self) -> serde_json::Value {
         serde_json::json!({
             "name": self.name,
