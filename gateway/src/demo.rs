@@ -6,8 +6,10 @@
 //! that is cancelled logs one line on stderr, so a cancel's arrival is visible from outside:
 //!
 //! ```text
-//! demo-upstream: cancelled tools/call sleep (request id 3) after 1.2s: cancelled by the peer: gateway: run cancelled
+//! demo-upstream: cancelled tools/call sleep (request id 3) after 1.2s: cancelled by the peer: cancelled through the API [unix_us=1795456594140312]
 //! ```
+//!
+//! (`unix_us`: the wall-clock time of the stop, which `cargo xtask bench gateway` reads.)
 
 use std::time::{Duration, Instant};
 
@@ -115,8 +117,12 @@ impl Drop for StopLog {
             let reason = cancelkit::cancel_reason()
                 .map(|r| r.to_string())
                 .unwrap_or_else(|| "cancelled".into());
+            let now_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros())
+                .unwrap_or(0);
             eprintln!(
-                "{LOG_PREFIX} cancelled tools/call sleep (request id {}) after {:.1?}: {reason}",
+                "{LOG_PREFIX} cancelled tools/call sleep (request id {}) after {:.1?}: {reason} [unix_us={now_us}]",
                 self.id,
                 self.started.elapsed()
             );
