@@ -272,8 +272,8 @@ impl Job {
             arguments,
             progress: progress.is_some().then_some(progress_tx),
         };
-        let upstream_call = scope.run(upstream.call(call));
-        tokio::pin!(upstream_call);
+        // Boxed, so that dropping it (which tells the upstream) happens where we say.
+        let mut upstream_call = Box::pin(scope.run(upstream.call(call)));
         let token = run.as_ref().map(|r| r.token().clone()).unwrap_or_default();
         let deadline = tokio::time::sleep(timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
         tokio::pin!(deadline);

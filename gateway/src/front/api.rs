@@ -42,11 +42,10 @@ fn refuse(error: ApiError) -> Response {
     }
 }
 
-fn check_id(id: &str) -> Result<(), Response> {
+fn check_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_REQUEST_ID_LEN || id.chars().any(char::is_control) {
-        return Err(detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("requestId must be 1 to {MAX_REQUEST_ID_LEN} bytes without control characters"),
+        return Err(format!(
+            "requestId must be 1 to {MAX_REQUEST_ID_LEN} bytes without control characters"
         ));
     }
     Ok(())
@@ -63,7 +62,7 @@ pub async fn cancel(
     };
     let value = match parse_json(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return super::unprocessable(e),
     };
     let request: CancelRunRequest = match serde_json::from_value(value) {
         Ok(r) => r,
@@ -74,8 +73,8 @@ pub async fn cancel(
             );
         }
     };
-    if let Err(r) = check_id(&request.request_id) {
-        return r;
+    if let Err(e) = check_id(&request.request_id) {
+        return super::unprocessable(e);
     }
     if request
         .reason
@@ -113,8 +112,8 @@ pub async fn status(
     let Some(runs) = &app.runs else {
         return super::not_found().await;
     };
-    if let Err(r) = check_id(&request_id) {
-        return r;
+    if let Err(e) = check_id(&request_id) {
+        return super::unprocessable(e);
     }
     match runs.status(&request_id, &caller).await {
         Ok(record) => axum::Json(record.status_body()).into_response(),

@@ -53,14 +53,14 @@ pub async fn authenticate(
     }
 }
 
-/// Reads a JSON body, or explains (422) why it is not one.
-pub fn parse_json(body: &[u8]) -> Result<Value, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("the body is not valid JSON: {e}"),
-        )
-    })
+/// Reads a JSON body, or says why it is not one (the `detail` of a 422).
+pub fn parse_json(body: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))
+}
+
+/// A 422 with `detail`.
+pub fn unprocessable(detail_text: String) -> Response {
+    detail(StatusCode::UNPROCESSABLE_ENTITY, detail_text)
 }
 
 /// `GET /health`.

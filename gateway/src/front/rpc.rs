@@ -82,11 +82,9 @@ pub async fn rpc(
             "Forbidden: permission tools.execute is required",
         );
     }
-    let message = match parse_json(&body)
-        .and_then(|v| read_message(v).map_err(|e| detail(StatusCode::UNPROCESSABLE_ENTITY, e)))
-    {
+    let message = match parse_json(&body).and_then(read_message) {
         Ok(m) => m,
-        Err(r) => return r,
+        Err(e) => return super::unprocessable(e),
     };
     match message {
         Message::Notification { method, params } => {
