@@ -74,10 +74,8 @@ impl RedisServer {
     /// Starts a server on a free loopback port and waits until it answers `PING`.
     pub fn start() -> RedisServer {
         let port = free_port();
-        let log = std::env::temp_dir().join(format!(
-            "cancelkit-redis-{}-{port}.log",
-            std::process::id()
-        ));
+        let log =
+            std::env::temp_dir().join(format!("cancelkit-redis-{}-{port}.log", std::process::id()));
         let mut server = RedisServer {
             port,
             log,

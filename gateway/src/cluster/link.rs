@@ -217,7 +217,9 @@ async fn resync(
             let Some(bytes) = marker else { continue };
             match serde_json::from_slice::<Marker>(&bytes) {
                 Ok(marker) => apply_cancel(shared, &*local, run_id, marker.reason),
-                Err(e) => tracing::warn!(run_id, error = %e, "redis: unreadable cancel marker skipped"),
+                Err(e) => {
+                    tracing::warn!(run_id, error = %e, "redis: unreadable cancel marker skipped")
+                }
             }
         }
     }
@@ -351,7 +353,13 @@ async fn flush(shared: &Shared, conn: &mut ConnectionManager) -> Result<(), Fail
             // Claimed here while being written: no other worker may claim them now.
             let doomed: Vec<String> = claimed.iter().map(|id| keys::tombstone(id)).collect();
             let limit = shared.settings.lookup_timeout;
-            if let Err(e) = bounded("DEL", limit, redis::cmd("DEL").arg(&doomed).query_async::<()>(conn)).await {
+            if let Err(e) = bounded(
+                "DEL",
+                limit,
+                redis::cmd("DEL").arg(&doomed).query_async::<()>(conn),
+            )
+            .await
+            {
                 tracing::warn!(error = %e, ids = ?claimed, "redis: a tombstone claimed here could not be deleted");
             }
         }
@@ -360,13 +368,20 @@ async fn flush(shared: &Shared, conn: &mut ConnectionManager) -> Result<(), Fail
 
 /// Sends one batch. A command Redis refuses (bad data under a key) costs only its own write,
 /// logged; a connection error fails the batch.
-async fn write(shared: &Shared, conn: &mut ConnectionManager, batch: &[Taken]) -> Result<(), Failed> {
+async fn write(
+    shared: &Shared,
+    conn: &mut ConnectionManager,
+    batch: &[Taken],
+) -> Result<(), Failed> {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     let mut spans = Vec::with_capacity(batch.len());
     for taken in batch {
         if stale(shared, taken) {
-            tracing::debug!(kind = taken.op.kind(), "redis: a queued write expired before Redis came back");
+            tracing::debug!(
+                kind = taken.op.kind(),
+                "redis: a queued write expired before Redis came back"
+            );
             continue;
         }
         spans.push((taken.op.kind(), add_commands(&mut pipe, shared, &taken.op)));
@@ -512,7 +527,8 @@ pub(super) async fn find(
     let mut found = Vec::new();
     for chunk in ids.chunks(BATCH) {
         let run_keys: Vec<String> = chunk.iter().map(|(id, _)| keys::run(id)).collect();
-        let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&run_keys).query_async(conn).await?;
+        let values: Vec<Option<Vec<u8>>> =
+            redis::cmd("MGET").arg(&run_keys).query_async(conn).await?;
         for ((run_id, set), value) in chunk.iter().zip(values) {
             let Some(bytes) = value else {
                 if let Some(set) = set {
@@ -526,7 +542,9 @@ pub(super) async fn find(
             match serde_json::from_slice::<RunRecord>(&bytes) {
                 Ok(record) if record.matches(selector) => found.push(record),
                 Ok(_) => {}
-                Err(e) => tracing::warn!(run_id, error = %e, "redis: unreadable run record skipped"),
+                Err(e) => {
+                    tracing::warn!(run_id, error = %e, "redis: unreadable run record skipped")
+                }
             }
         }
     }

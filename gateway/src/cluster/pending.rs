@@ -248,7 +248,9 @@ mod tests {
             .iter()
             .map(|t| match &t.op {
                 Op::Ack(id) => id.clone(),
-                Op::Cancel { run_id, reason } => format!("{run_id}:{}", reason.as_deref().unwrap_or("")),
+                Op::Cancel { run_id, reason } => {
+                    format!("{run_id}:{}", reason.as_deref().unwrap_or(""))
+                }
                 other => other.kind().to_owned(),
             })
             .collect()
