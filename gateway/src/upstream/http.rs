@@ -32,19 +32,13 @@ impl HttpUpstream {
 
     /// Its tools.
     pub async fn list_tools(&self) -> Result<Vec<Value>, CallError> {
-        Err(CallError::Unavailable(format!(
-            "{}: not written yet",
-            self.url
-        )))
+        Err(CallError::Unavailable(format!("{}: not written yet", self.url)))
     }
 
     /// Calls a tool; dropping the future cancels it upstream.
     pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
         let _ = call;
-        Err(CallError::Unavailable(format!(
-            "{}: not written yet",
-            self.url
-        )))
+        Err(CallError::Unavailable(format!("{}: not written yet", self.url)))
     }
 
     /// Ends the session, if one is open.
