@@ -366,6 +366,15 @@ async fn find_by_run_id_and_by_typed_bare_ids_drops_expired_and_unreadable_recor
             .command(&["SMEMBERS", "cancelkit:rid:n:1"])
             .contains(&number.run_id)
     );
+
+    // A key of the wrong type where an index set belongs costs only that index entry.
+    redis.command(&["SET", "cancelkit:rid:s:broken", "a string, not a set"]);
+    let broken = a.run(RequestId::String("broken".into()));
+    let after = a.run(RequestId::String("after".into()));
+    wait_until("the writes are sent", || a.cluster.pending_writes() == 0).await;
+    assert_eq!(c.cluster.find("broken").await.unwrap(), vec![]);
+    assert_eq!(c.cluster.find(&broken.run_id).await.unwrap(), vec![broken]);
+    assert_eq!(c.cluster.find("after").await.unwrap(), vec![after]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, PubSubSink, PubSubStream};
-use redis::{Client, Msg, Pipeline, RedisError, RedisResult, Value};
+use redis::{Client, Msg, Pipeline, RedisError, RedisResult, RetryMethod, Value};
 
 use super::keys::{self, AckMessage, CancelMessage, Marker};
 use super::pending::{Op, Taken};
@@ -192,11 +192,7 @@ async fn resync(
         );
     }
     for chunk in ops.chunks(BATCH) {
-        let mut pipe = redis::pipe();
-        for op in chunk {
-            add_commands(&mut pipe, shared, op);
-        }
-        bounded("rewriting records", limit, pipe.query_async::<()>(conn)).await?;
+        send(shared, conn, chunk.iter()).await?;
     }
     flush(shared, conn).await?;
 
@@ -290,7 +286,13 @@ async fn serve(shared: &Shared, conn: &ConnectionManager, mut link: Link) -> End
         }
         tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => return End::Stopped,
+            _ = shared.stop.cancelled() => {
+                // Best effort: what was queued just before the stop (final records) goes out.
+                if let Err(e) = flush(shared, &mut conn).await {
+                    tracing::debug!(error = %e, "redis: the last writes were not sent");
+                }
+                return End::Stopped;
+            }
             message = link.stream.next() => match message {
                 Some(message) => handle(shared, &message),
                 None => return End::Lost("the subscription closed".into()),
@@ -366,26 +368,38 @@ async fn flush(shared: &Shared, conn: &mut ConnectionManager) -> Result<(), Fail
     }
 }
 
-/// Sends one batch. A command Redis refuses (bad data under a key) costs only its own write,
-/// logged; a connection error fails the batch.
+/// Sends one batch of queued writes, less those that expired meanwhile.
 async fn write(
     shared: &Shared,
     conn: &mut ConnectionManager,
     batch: &[Taken],
 ) -> Result<(), Failed> {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    let mut spans = Vec::with_capacity(batch.len());
-    for taken in batch {
-        if stale(shared, taken) {
+    let fresh = batch.iter().filter(|taken| {
+        let stale = stale(shared, taken);
+        if stale {
             tracing::debug!(
                 kind = taken.op.kind(),
-                "redis: a queued write expired before Redis came back"
+                "redis: a queued write expired before it could be sent"
             );
-            continue;
         }
-        spans.push((taken.op.kind(), add_commands(&mut pipe, shared, &taken.op)));
-    }
+        !stale
+    });
+    send(shared, conn, fresh.map(|taken| &taken.op)).await
+}
+
+/// Sends writes in one pipeline. A command Redis refuses for good (bad data under a key, say)
+/// costs only its own write, logged; a connection error, or a refusal worth retrying (loading,
+/// read-only, ...), fails the batch.
+async fn send<'a>(
+    shared: &Shared,
+    conn: &mut ConnectionManager,
+    ops: impl Iterator<Item = &'a Op>,
+) -> Result<(), Failed> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    let spans: Vec<(&'static str, usize)> = ops
+        .map(|op| (op.kind(), add_commands(&mut pipe, shared, op)))
+        .collect();
     if spans.is_empty() {
         return Ok(());
     }
@@ -396,7 +410,7 @@ async fn write(
     for (kind, count) in spans {
         for result in results.by_ref().take(count) {
             if let Err(e) = result {
-                if e.is_unrecoverable_error() || e.is_io_error() || e.is_timeout() {
+                if !matches!(e.retry_method(), RetryMethod::NoRetry) {
                     return Err(e.into());
                 }
                 tracing::warn!(kind, error = %e, "redis refused a write; it is dropped");
@@ -506,10 +520,22 @@ pub(super) async fn find(
         sets.push(keys::rid_number(n));
     }
     let mut pipe = redis::pipe();
+    pipe.ignore_errors();
     for set in &sets {
         pipe.cmd("SMEMBERS").arg(set);
     }
-    let members: Vec<Vec<String>> = pipe.query_async(conn).await?;
+    let replies: Vec<RedisResult<Vec<String>>> = pipe.query_async(conn).await?;
+    let mut members = Vec::with_capacity(replies.len());
+    for (set, reply) in sets.iter().zip(replies) {
+        match reply {
+            Ok(ids) => members.push(ids),
+            Err(e) if matches!(e.retry_method(), RetryMethod::NoRetry) => {
+                tracing::warn!(set, error = %e, "redis: unreadable index set skipped");
+                members.push(Vec::new());
+            }
+            Err(e) => return Err(e),
+        }
+    }
 
     // (run id, the set it came from) — a run id selector is looked up directly.
     let mut ids: Vec<(String, Option<&String>)> = Vec::new();

@@ -380,8 +380,9 @@ impl Cluster {
         shared.set_connected(false);
     }
 
-    /// How many writes wait for Redis right now (for tests and diagnostics).
+    /// How many writes wait for Redis, or are being sent, right now (for tests and
+    /// diagnostics): 0 means everything queued so far has reached Redis or was dropped.
     pub fn pending_writes(&self) -> usize {
-        self.shared().pending().len()
+        self.shared().pending().unsent()
     }
 }

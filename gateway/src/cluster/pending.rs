@@ -98,6 +98,8 @@ pub(super) struct Pending {
     tombstones_in_flight: HashSet<String>,
     /// Of those, the ones this worker claimed meanwhile (to delete once written).
     claimed_in_flight: HashSet<String>,
+    /// How many writes were taken out and are being sent.
+    in_flight: usize,
     /// Drops since the last time Redis was reachable.
     dropped_in_outage: u64,
 }
@@ -121,13 +123,20 @@ impl Pending {
             entries: HashMap::new(),
             tombstones_in_flight: HashSet::new(),
             claimed_in_flight: HashSet::new(),
+            in_flight: 0,
             dropped_in_outage: 0,
         }
     }
 
     /// How many writes wait.
-    pub(super) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// How many writes wait or are being sent.
+    pub(super) fn unsent(&self) -> usize {
+        self.entries.len() + self.in_flight
     }
 
     /// Queues `op`, replacing a waiting write for the same key; drops the oldest writes beyond
@@ -169,6 +178,7 @@ impl Pending {
                 queued_at: entry.queued_at,
             });
         }
+        self.in_flight = taken.len();
         taken
     }
 
@@ -176,6 +186,7 @@ impl Pending {
     /// the same key arrived meanwhile; then enforces the bound (the put-back writes are the
     /// oldest, so they go first).
     pub(super) fn put_back(&mut self, taken: Vec<Taken>) -> Vec<Dropped> {
+        self.in_flight = 0;
         self.tombstones_in_flight.clear();
         self.claimed_in_flight.clear();
         for Taken { seq, op, queued_at } in taken {
@@ -192,6 +203,7 @@ impl Pending {
     /// The batch was written: returns the tombstones claimed while they were in flight (their
     /// keys must go).
     pub(super) fn finish(&mut self) -> Vec<String> {
+        self.in_flight = 0;
         self.tombstones_in_flight.clear();
         self.claimed_in_flight.drain().collect()
     }
