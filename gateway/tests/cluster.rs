@@ -580,3 +580,24 @@ async fn writes_waiting_for_redis_are_coalesced_per_run_and_bounded_oldest_first
         vec![coalesced]
     );
 }
+
+// One thread: the link cannot send the last record between `record` and `shutdown`, only after.
+#[tokio::test(flavor = "current_thread")]
+async fn shutting_down_sends_the_last_writes_and_leaves_the_channels() {
+    let redis = RedisServer::start();
+    let a = Node::start(&redis.url(), "a");
+    let b = Node::start(&redis.url(), "b");
+    a.connected().await;
+    b.connected().await;
+    let subscribers = || redis.command(&["PUBSUB", "NUMSUB", "cancellation:cancel"]);
+    assert_eq!(subscribers(), "cancellation:cancel\n2");
+
+    let last = a.run(RequestId::Number(1));
+    a.cluster.shutdown();
+    assert!(!a.cluster.is_connected());
+    wait_until("a leaves the channels", || {
+        subscribers() == "cancellation:cancel\n1"
+    })
+    .await;
+    assert_eq!(b.cluster.find(&last.run_id).await.unwrap(), vec![last]);
+}

@@ -21,6 +21,8 @@ pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How often the pub/sub connection is checked with a `PING` (a silent network loses no
 /// packets to tell us it is gone).
 const PING_EVERY: Duration = Duration::from_secs(5);
+/// The server id when `INFO` gives none.
+const UNKNOWN_SERVER: &str = "unknown";
 /// Writes per pipeline, records per rewrite pipeline, keys per `MGET` and per `SCAN` step.
 const BATCH: usize = 256;
 
@@ -146,14 +148,25 @@ async fn establish(
     // below cover everything before.
     let mut conn = conn.clone();
     let info = match bounded("INFO", limit, info_server(&mut conn)).await {
-        Ok(info) => info,
+        Ok(info) => Ok(info),
         // The command connection may be the old one, dead, and reconnecting now: once more.
-        Err(_) => bounded("INFO", limit, info_server(&mut conn)).await?,
+        Err(_) => bounded("INFO", limit, info_server(&mut conn)).await,
     };
-    let server_now = server_run_id(&info);
-    let new_server = server_now.is_none() || server_now != *server;
+    let server_now = match info {
+        Ok(info) => server_run_id(&info).unwrap_or_else(|| UNKNOWN_SERVER.to_owned()),
+        // Refused for good (an ACL without INFO): which server this is stays unknown, so
+        // tombstones are written back only on the first connection.
+        Err(Failed::Redis(e)) if matches!(e.retry_method(), RetryMethod::NoRetry) => {
+            if server.is_none() {
+                tracing::warn!(error = %e, "redis refuses INFO: a restarted server will not get this worker's tombstones back");
+            }
+            UNKNOWN_SERVER.to_owned()
+        }
+        Err(e) => return Err(e),
+    };
+    let new_server = server.as_deref() != Some(server_now.as_str());
     resync(shared, &mut conn, new_server).await?;
-    *server = server_now;
+    *server = Some(server_now);
     Ok(Link { sink, stream })
 }
 
@@ -280,6 +293,9 @@ async fn serve(shared: &Shared, conn: &ConnectionManager, mut link: Link) -> End
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.tick().await;
+    // redis-rs buffers the messages of a subscription without a bound; this loop takes each
+    // at once and does only local, non-blocking work with it (a flush between messages is
+    // bounded by `lookup_timeout` per batch), so the buffer stays short.
     loop {
         if let Err(e) = flush(shared, &mut conn).await {
             return End::Lost(format!("writing: {e}"));
@@ -299,6 +315,10 @@ async fn serve(shared: &Shared, conn: &ConnectionManager, mut link: Link) -> End
             },
             _ = shared.wake.notified() => {}
             _ = ping.tick() => {
+                if shared.local.strong_count() == 0 {
+                    tracing::debug!("redis link: the worker is gone, stopping");
+                    return End::Stopped;
+                }
                 let limit = shared.settings.lookup_timeout;
                 if let Err(e) = bounded("PING", limit, link.sink.ping::<Value>()).await {
                     return End::Lost(format!("pub/sub: {e}"));

@@ -135,7 +135,7 @@ impl std::fmt::Debug for Handle {
 }
 
 /// The state the API and the link task share.
-pub(crate) struct Shared {
+struct Shared {
     settings: Settings,
     local: Weak<dyn LocalRuns>,
     /// Commands; `None` when the URL is unusable (then Redis is away for good).
