@@ -365,9 +365,7 @@ async fn flush(shared: &Shared, conn: &mut ConnectionManager) -> Result<(), Fail
         }
         if let Err(e) = write(shared, conn, &batch).await {
             let dropped = shared.pending().put_back(batch);
-            for dropped in dropped {
-                metrics::counter!(super::METRIC_DROPPED, "kind" => dropped.kind).increment(1);
-            }
+            shared.note_dropped(dropped);
             return Err(e);
         }
         let claimed = shared.pending().finish();

@@ -171,6 +171,12 @@ impl Shared {
     /// warned about once per outage).
     fn push(&self, op: Op) {
         let dropped = self.pending().push(op);
+        self.note_dropped(dropped);
+        self.wake.notify_one();
+    }
+
+    /// Counts writes dropped at the bound, and warns about the first of an outage.
+    fn note_dropped(&self, dropped: Vec<pending::Dropped>) {
         for dropped in dropped {
             metrics::counter!(METRIC_DROPPED, "kind" => dropped.kind).increment(1);
             if dropped.first_in_outage {
@@ -182,7 +188,6 @@ impl Shared {
                 );
             }
         }
-        self.wake.notify_one();
     }
 
     /// The command connection, while the link is up.
