@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod load;
 pub mod node;
 pub mod python;
+pub mod redis;
 #[cfg(feature = "schema")]
 mod schema;
 

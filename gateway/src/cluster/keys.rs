@@ -1,0 +1,133 @@
+//! Key names, channel names, TTLs and the JSON payloads the cluster writes: one place, so the
+//! layout documented in [`super`] is the layout written.
+
+use std::time::Duration;
+
+use cancelkit::protocol::jsonrpc::RequestId;
+use serde::{Deserialize, Serialize};
+
+use super::Settings;
+use crate::runs::record::{RunRecord, RunState};
+
+/// ContextForge's channel: `{"run_id", "reason"}`.
+pub(super) const CHANNEL_CANCEL: &str = "cancellation:cancel";
+/// The owner's ack: `{"run_id"}`.
+pub(super) const CHANNEL_CANCELLED: &str = "cancelkit:cancelled";
+/// A new tombstone, as JSON.
+pub(super) const CHANNEL_TOMBSTONE: &str = "cancelkit:tombstone";
+
+/// Every key starts with this.
+pub(super) const PREFIX: &str = "cancelkit:";
+/// `SCAN MATCH` pattern of the tombstones.
+pub(super) const TOMBSTONE_PATTERN: &str = "cancelkit:tombstone:*";
+
+/// `cancelkit:run:<run_id>`.
+pub(super) fn run(run_id: &str) -> String {
+    format!("{PREFIX}run:{run_id}")
+}
+
+/// `cancelkit:rid:s:<id>`: the runs whose JSON-RPC id is the string `id`.
+pub(super) fn rid_string(id: &str) -> String {
+    format!("{PREFIX}rid:s:{id}")
+}
+
+/// `cancelkit:rid:n:<n>`: the runs whose JSON-RPC id is the integer `n`.
+pub(super) fn rid_number(n: i64) -> String {
+    format!("{PREFIX}rid:n:{n}")
+}
+
+/// The bare-id index set a record belongs to.
+pub(super) fn rid_of(id: &RequestId) -> String {
+    match id {
+        RequestId::String(s) => rid_string(s),
+        RequestId::Number(n) => rid_number(*n),
+    }
+}
+
+/// `cancelkit:cancel:<run_id>`.
+pub(super) fn cancel(run_id: &str) -> String {
+    format!("{PREFIX}cancel:{run_id}")
+}
+
+/// `cancelkit:tombstone:<id>`.
+pub(super) fn tombstone(id: &str) -> String {
+    format!("{PREFIX}tombstone:{id}")
+}
+
+/// How long a record lives: while running, the run's longest life plus the retention (it is
+/// rewritten when it finishes); once finished, the retention.
+pub(super) fn record_ttl(settings: &Settings, record: &RunRecord) -> Duration {
+    match record.state {
+        RunState::Running => index_ttl(settings),
+        _ => settings.retention,
+    }
+}
+
+/// How long a bare-id index set lives after its last write: as long as the longest-lived record
+/// it can name.
+pub(super) fn index_ttl(settings: &Settings) -> Duration {
+    settings.run_ttl.saturating_add(settings.retention)
+}
+
+/// How long a cancel marker waits for its run's worker.
+pub(super) fn marker_ttl(settings: &Settings) -> Duration {
+    settings.tombstone_ttl
+}
+
+/// A TTL in whole milliseconds for `PX`/`PEXPIRE`: at least 1 (Redis refuses 0).
+pub(super) fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The payload on [`CHANNEL_CANCEL`], exactly ContextForge's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct CancelMessage {
+    /// The run to cancel (our run id).
+    pub run_id: String,
+    /// The reason given with the cancel.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The payload on [`CHANNEL_CANCELLED`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct AckMessage {
+    /// The run its worker stopped.
+    pub run_id: String,
+}
+
+/// The value of a cancel marker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Marker {
+    /// The reason given with the cancel.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// JSON of a payload whose fields are all strings: cannot fail.
+pub(super) fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| String::from("{}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cancel_payload_is_contextforges_shape() {
+        let text = json(&CancelMessage {
+            run_id: "run-1".into(),
+            reason: None,
+        });
+        assert_eq!(text, r#"{"run_id":"run-1","reason":null}"#);
+        let parsed: CancelMessage = serde_json::from_str(r#"{"run_id":"7"}"#).unwrap();
+        assert_eq!(parsed.reason, None);
+    }
+
+    #[test]
+    fn typed_ids_have_their_own_index_sets() {
+        assert_eq!(rid_of(&RequestId::Number(1)), "cancelkit:rid:n:1");
+        assert_eq!(rid_of(&RequestId::String("1".into())), "cancelkit:rid:s:1");
+        assert_eq!(millis(Duration::ZERO), 1);
+    }
+}
