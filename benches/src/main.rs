@@ -4,6 +4,7 @@
 //! round, and prints ratios; a table is also written as JSON under `target/bench/`.
 
 mod alloc;
+mod gateway_bench;
 mod load_bench;
 mod macro_bench;
 mod peer_bench;
@@ -13,7 +14,7 @@ mod report;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let names: Vec<&str> = if args.is_empty() {
-        vec!["macro", "peer", "rap", "load"]
+        vec!["macro", "peer", "rap", "load", "gateway"]
     } else {
         args.iter().map(String::as_str).collect()
     };
@@ -23,8 +24,11 @@ fn main() {
             "peer" => peer_bench::run(),
             "rap" => rap_bench::run(),
             "load" => load_bench::run(),
+            "gateway" => gateway_bench::run(),
             other => {
-                eprintln!("unknown benchmark `{other}`; available: macro, peer, rap, load");
+                eprintln!(
+                    "unknown benchmark `{other}`; available: macro, peer, rap, load, gateway"
+                );
                 std::process::exit(2);
             }
         }

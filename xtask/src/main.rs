@@ -22,7 +22,7 @@ tasks:
   codegen [--check]   regenerate the bindings in generated/src from schema/*.json;
                       with --check, write nothing, list stale files and exit 1 if any
   test                run the whole test suite: codegen check, fmt, clippy, tests, docs
-  bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load; all
+  bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load, gateway; all
                       by default); prints ratios
                       and writes target/bench/NAME.json
   fuzz [TARGET] [--time S] [--sanitizer address|none] [-- LIBFUZZER_ARGS]

@@ -1,0 +1,307 @@
+//! Three worker processes on one real `redis-server`: a cancel sent to one worker stops a run on
+//! another, status and authorization are the same on every worker, Redis dying never blocks
+//! local cancellation or produces a 5xx, and after it comes back (empty) cross-worker cancels
+//! work again and nothing recorded before is lost. Plus the ContextForge defect: a worker that
+//! was cut off when a cancel went out still applies it.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use cancelkit_tests::redis::RedisServer;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{Gateway, Options, client, config, token, tools_call};
+
+fn worker(name: &'static str, redis: &RedisServer) -> Gateway {
+    Gateway::with(Options {
+        config: config(""),
+        env: vec![("REDIS_URL", redis.url())],
+        worker: Some(name),
+        ..Options::default()
+    })
+}
+
+/// Starts a slow call on `gateway` as `user`; returns the task awaiting its answer.
+fn slow_call(
+    gateway: &Gateway,
+    user: &str,
+    id: Value,
+) -> tokio::task::JoinHandle<(Option<String>, Value)> {
+    let request = client()
+        .post(gateway.url("/rpc"))
+        .bearer_auth(token(user))
+        .json(&tools_call(id, "demo-sleep", json!({"seconds": 60})));
+    tokio::spawn(async move {
+        let response = request.send().await.expect("the call is answered");
+        let run_id = response
+            .headers()
+            .get("cancelkit-run-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (run_id, response.json().await.expect("a JSON answer"))
+    })
+}
+
+async fn cancel(gateway: &Gateway, user: &str, request_id: &str) -> (StatusCode, Value) {
+    let response = client()
+        .post(gateway.url("/cancellation/cancel"))
+        .bearer_auth(token(user))
+        .json(&json!({"requestId": request_id, "reason": format!("by {user}")}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn status(gateway: &Gateway, user: &str, request_id: &str) -> (StatusCode, Value) {
+    let response = client()
+        .get(gateway.url(&format!("/cancellation/status/{request_id}")))
+        .bearer_auth(token(user))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn health(gateway: &Gateway) -> Value {
+    client()
+        .get(gateway.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn wait_redis(gateway: &Gateway, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let h = health(gateway).await;
+        if h["redis"] == state {
+            return;
+        }
+        assert!(Instant::now() < deadline, "redis never {state}: {h}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The number of demo stop lines on a worker.
+fn stops(gateway: &Gateway) -> usize {
+    gateway.count_stderr("demo-upstream: cancelled tools/call sleep")
+}
+
+async fn wait_stops(gateway: &Gateway, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stops(gateway) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream did not stop ({} of {n}):\n{}",
+            stops(gateway),
+            gateway.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_running(gateway: &Gateway, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gateway.count_stderr("demo-upstream: started tools/call sleep") < n {
+        assert!(
+            Instant::now() < deadline,
+            "the call did not start:\n{}",
+            gateway.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_share_cancels_status_and_authorization_and_survive_redis_restarting() {
+    let mut redis = RedisServer::start();
+    let a = worker("a", &redis);
+    let b = worker("b", &redis);
+    let c = worker("c", &redis);
+    for w in [&a, &b, &c] {
+        wait_redis(w, "connected").await;
+    }
+
+    // A run on A, cancelled through B; its status read through C.
+    let call = slow_call(&a, "alice", json!(7));
+    wait_running(&a, 1).await;
+    let (code, body) = status(&c, "admin", "7").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["state"], "running");
+    assert_eq!(body["cancelled"], false);
+    let run_id = body["run_id"].as_str().unwrap().to_owned();
+    // Authorization comes from the shared record: bob may not, on any worker; alice may.
+    assert_eq!(cancel(&b, "bob", "7").await.0, 403);
+    assert_eq!(cancel(&b, "bob", &run_id).await.0, 403);
+    assert_eq!(status(&c, "bob", &run_id).await.0, 403);
+    assert_eq!(stops(&a), 0, "bob's refused cancels stopped nothing");
+    let (code, body) = cancel(&b, "alice", &run_id).await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("cancelled")),
+        "{body}"
+    );
+    wait_stops(&a, 1).await;
+    let (header_run, answer) = call.await.unwrap();
+    assert_eq!(answer["error"]["code"], -32800, "{answer}");
+    assert_eq!(answer["error"]["data"]["runId"], run_id.as_str());
+    assert_eq!(header_run.as_deref(), Some(run_id.as_str()));
+    let (_, body) = status(&c, "alice", &run_id).await;
+    assert_eq!(body["state"], "cancelled", "{body}");
+    assert_eq!(body["cancel_reason"], "by alice");
+    assert!(
+        body.as_object().unwrap().values().all(|v| v != "alice"),
+        "no owner in the status: {body}"
+    );
+
+    // Redis dies: local cancels still work, cross-worker ones are queued, nothing is a 5xx.
+    let before = slow_call(&a, "alice", json!(8));
+    wait_running(&a, 2).await;
+    redis.kill();
+    for w in [&a, &b, &c] {
+        wait_redis(w, "disconnected").await;
+    }
+    let echo: Value = client()
+        .post(b.url("/rpc"))
+        .bearer_auth(token("alice"))
+        .json(&tools_call(
+            json!(1),
+            "demo-echo",
+            json!({"text": "still here"}),
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(echo["result"]["content"][0]["text"], "still here", "{echo}");
+    let local = slow_call(&a, "alice", json!(9));
+    wait_running(&a, 3).await;
+    let started = Instant::now();
+    let (code, body) = cancel(&a, "admin", "9").await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("cancelled")),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a local cancel waited on Redis: {:?}",
+        started.elapsed()
+    );
+    wait_stops(&a, 2).await;
+    assert_eq!(local.await.unwrap().1["error"]["code"], -32800);
+    let (code, body) = cancel(&b, "admin", "8").await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("queued")),
+        "{body}"
+    );
+    let (code, _) = status(&c, "admin", "8").await;
+    assert!(code.as_u16() < 500, "status while Redis is away: {code}");
+    let metrics = client()
+        .get(b.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("cancelkit_gateway_redis_connected 0"),
+        "{metrics}"
+    );
+
+    // Redis comes back empty: the queued cancel is delivered, records are written again.
+    redis.restart();
+    for w in [&a, &b, &c] {
+        wait_redis(w, "connected").await;
+    }
+    wait_stops(&a, 3).await;
+    let (_, answer) = before.await.unwrap();
+    assert_eq!(
+        answer["error"]["code"], -32800,
+        "the cancel queued during the outage: {answer}"
+    );
+    let (code, body) = status(&c, "admin", &run_id).await;
+    assert_eq!(
+        code, 200,
+        "the run recorded before the outage is still known: {body}"
+    );
+    assert_eq!(body["state"], "cancelled");
+
+    // And cross-worker cancels work again.
+    let again = slow_call(&a, "alice", json!(10));
+    wait_running(&a, 4).await;
+    let (code, body) = cancel(&c, "alice", "10").await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("cancelled")),
+        "{body}"
+    );
+    wait_stops(&a, 4).await;
+    assert_eq!(again.await.unwrap().1["error"]["code"], -32800);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_when_the_cancel_went_out_applies_it_after_reconnecting() {
+    let redis = RedisServer::start();
+    let a = worker("a", &redis);
+    let b = worker("b", &redis);
+    wait_redis(&a, "connected").await;
+    wait_redis(&b, "connected").await;
+    let call = slow_call(&a, "alice", json!("job-1"));
+    wait_running(&a, 1).await;
+
+    // Freeze A, cut its subscription, publish the cancel through B, then let A go on: the
+    // message went out while A had no subscription, so only the stored marker can tell it.
+    let freeze = |signal: &str| {
+        std::process::Command::new("kill")
+            .args([signal, &a.pid().to_string()])
+            .status()
+            .unwrap()
+    };
+    freeze("-STOP");
+    let raw = redis::Client::open(redis.url()).unwrap();
+    let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(killed >= 1, "A's subscription was cut");
+    // B's subscription was cut too: let it come back, so B publishes (rather than defers)
+    // while A, frozen, has none.
+    wait_redis(&b, "connected").await;
+    let subscribers: Vec<redis::Value> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("cancellation:cancel")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        subscribers.get(1),
+        Some(&redis::Value::Int(1)),
+        "only B listens when the cancel goes out"
+    );
+    let (code, body) = cancel(&b, "admin", "job-1").await;
+    freeze("-CONT");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body["status"], "queued",
+        "A could not ack while frozen: {body}"
+    );
+    wait_stops(&a, 1).await;
+    let (_, answer) = call.await.unwrap();
+    assert_eq!(answer["error"]["code"], -32800, "{answer}");
+    assert_eq!(answer["error"]["data"]["requestId"], "job-1");
+}
