@@ -38,7 +38,7 @@ async fn lists_tools_and_echoes(era: Era) {
     let tools = upstream.list_tools().await.expect("tools/list");
     let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["echo", "fail", "sleep"]);
+    assert_eq!(names, ["big", "echo", "fail", "sleep"]);
 
     let result = upstream
         .call(call("echo", json!({"text": "hello"})))
@@ -306,6 +306,37 @@ async fn v2025_upstream_errors_pass_through() {
     passes_upstream_errors(Era::Legacy).await;
 }
 
+/// An answer beyond 16 MiB is refused (the call is lost), and the upstream serves on.
+async fn refuses_oversized_answers(era: Era) {
+    let server = Server::start(era).await;
+    let upstream = HttpUpstream::new("up", &server.url);
+    let limit = cancelkit_gateway::upstream::http::MAX_MESSAGE_BYTES;
+    let error = upstream
+        .call(call("big", json!({"bytes": limit + 1})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, CallError::Lost(why) if why.contains("exceeds")),
+        "{error:?}"
+    );
+    let result = upstream
+        .call(call("big", json!({"bytes": 1 << 20})))
+        .await
+        .expect("a large answer within the limit");
+    assert_eq!(text(&result).len(), 1 << 20);
+    server.stop();
+}
+
+#[tokio::test]
+async fn v2026_oversized_answers_are_refused() {
+    refuses_oversized_answers(Era::Both).await;
+}
+
+#[tokio::test]
+async fn v2025_oversized_answers_are_refused() {
+    refuses_oversized_answers(Era::Legacy).await;
+}
+
 #[tokio::test]
 async fn a_server_that_is_down_is_unavailable_at_once() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -325,6 +356,52 @@ async fn a_server_that_is_down_is_unavailable_at_once() {
     );
     let error = upstream.list_tools().await.unwrap_err();
     assert!(matches!(error, CallError::Unavailable(_)), "{error:?}");
+}
+
+/// The server answered once, then went away: the next call is `Unavailable` at once (not a
+/// lost call: the request never reached anyone).
+async fn goes_down_after_the_handshake(era: Era) {
+    let server = Server::start(era).await;
+    let upstream = HttpUpstream::new("up", &server.url);
+    upstream
+        .call(call("echo", json!({"text": "up"})))
+        .await
+        .unwrap();
+    server.stop();
+    let addr = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(&addr).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the server still accepts connections"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    let error = upstream
+        .call(call("echo", json!({"text": "down"})))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::Unavailable(_)), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn v2026_a_server_gone_after_the_handshake_is_unavailable() {
+    goes_down_after_the_handshake(Era::Both).await;
+}
+
+#[tokio::test]
+async fn v2025_a_server_gone_after_the_handshake_is_unavailable() {
+    goes_down_after_the_handshake(Era::Legacy).await;
 }
 
 #[tokio::test]

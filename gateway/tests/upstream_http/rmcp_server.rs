@@ -1,5 +1,5 @@
-//! rmcp 3.9's Streamable HTTP MCP server, in-process on 127.0.0.1:0, with three tools:
-//! `echo {text}`, `sleep {seconds, label?}` (progress every 100 ms when asked; records its
+//! rmcp 3.9's Streamable HTTP MCP server, in-process on 127.0.0.1:0, with four tools:
+//! `echo {text}`, `big {bytes}`, `sleep {seconds, label?}` (progress every 100 ms when asked; records its
 //! start, its end, and its cancellation — token fired or future dropped) and `fail` (a
 //! JSON-RPC error). A tap in front records every POST body and DELETE, and the listener counts
 //! the TCP connections the server closed.
@@ -237,6 +237,11 @@ struct SleepArgs {
     label: String,
 }
 
+#[derive(Deserialize, schemars::JsonSchema)]
+struct BigArgs {
+    bytes: usize,
+}
+
 fn request_id(context: &RequestContext<RoleServer>) -> Value {
     serde_json::to_value(&context.id).unwrap()
 }
@@ -327,6 +332,16 @@ impl Tools {
         self.log
             .push(json!({"event": "finished", "id": id, "label": args.label}));
         Ok(CallToolResult::success(vec![ContentBlock::text("slept")]))
+    }
+
+    #[tool(description = "Answers with `bytes` bytes of text")]
+    async fn big(
+        &self,
+        Parameters(args): Parameters<BigArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            "x".repeat(args.bytes),
+        )]))
     }
 
     #[tool(description = "Fails with a JSON-RPC error")]
