@@ -17,7 +17,7 @@
 //!
 //! Each request gets an id of the connector's own (the caller's id never goes upstream). The
 //! answer is read as JSON or as an SSE stream; `notifications/progress` for the call's token
-//! go to the [`ProgressSink`](super::ProgressSink) with `try_send`: when the caller's buffer is
+//! go to the [`ProgressSink`] with `try_send`: when the caller's buffer is
 //! full the notification is dropped (progress is advisory), never held.
 //!
 //! Dropping a call's future before its answer cancels it upstream:
