@@ -38,7 +38,7 @@ async fn lists_tools_and_echoes(era: Era) {
     let tools = upstream.list_tools().await.expect("tools/list");
     let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["big", "echo", "fail", "sleep"]);
+    assert_eq!(names, ["big", "echo", "fail", "routed", "sleep"]);
 
     let result = upstream
         .call(call("echo", json!({"text": "hello"})))
@@ -335,6 +335,37 @@ async fn v2026_oversized_answers_are_refused() {
 #[tokio::test]
 async fn v2025_oversized_answers_are_refused() {
     refuses_oversized_answers(Era::Legacy).await;
+}
+
+/// At 2026-07-28 an argument annotated `x-mcp-header` travels in its `Mcp-Param-*` header
+/// too (rmcp refuses the call without it): known from `tools/list`, or learned by listing the
+/// tools again when the server refuses the call with HeaderMismatch.
+#[tokio::test]
+async fn v2026_annotated_arguments_travel_in_headers() {
+    let server = Server::start(Era::Both).await;
+    let upstream = HttpUpstream::new("up", &server.url);
+    upstream.list_tools().await.unwrap();
+    let result = upstream
+        .call(call("routed", json!({"region": "eu west "})))
+        .await
+        .expect("routed");
+    assert_eq!(text(&result), "eu west ");
+    let routed = server.log.find(|e| e["event"] == "routed").unwrap();
+    assert_eq!(routed["header"], "=?base64?ZXUgd2VzdCA=?=", "{routed}");
+
+    let cold = HttpUpstream::new("cold", &server.url);
+    let lists = server.tap.count("tools/list");
+    let result = cold
+        .call(call("routed", json!({"region": "us"})))
+        .await
+        .expect("routed before tools/list");
+    assert_eq!(text(&result), "us");
+    assert_eq!(
+        server.tap.count("tools/list"),
+        lists + 1,
+        "listed on demand"
+    );
+    server.stop();
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! rmcp 3.9's Streamable HTTP MCP server, in-process on 127.0.0.1:0, with four tools:
-//! `echo {text}`, `big {bytes}`, `sleep {seconds, label?}` (progress every 100 ms when asked; records its
+//! rmcp 3.9's Streamable HTTP MCP server, in-process on 127.0.0.1:0, with these tools:
+//! `echo {text}`, `big {bytes}`, `routed {region}` (its `region` annotated `x-mcp-header`),
+//! `sleep {seconds, label?}` (progress every 100 ms when asked; records its
 //! start, its end, and its cancellation — token fired or future dropped) and `fail` (a
 //! JSON-RPC error). A tap in front records every POST body and DELETE, and the listener counts
 //! the TCP connections the server closed.
@@ -238,6 +239,13 @@ struct SleepArgs {
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
+struct RoutedArgs {
+    /// Mirrored into the `Mcp-Param-Region` header at 2026-07-28.
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    region: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
 struct BigArgs {
     bytes: usize,
 }
@@ -332,6 +340,25 @@ impl Tools {
         self.log
             .push(json!({"event": "finished", "id": id, "label": args.label}));
         Ok(CallToolResult::success(vec![ContentBlock::text("slept")]))
+    }
+
+    #[tool(description = "Answers with the region it was routed with")]
+    async fn routed(
+        &self,
+        Parameters(args): Parameters<RoutedArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let header = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-param-region"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        self.log
+            .push(json!({"event": "routed", "region": args.region, "header": header}));
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            args.region,
+        )]))
     }
 
     #[tool(description = "Answers with `bytes` bytes of text")]

@@ -6,7 +6,10 @@
 //! handshake), the connector asks `server/discover` stamped for 2026-07-28. A server that
 //! answers it listing 2026-07-28 is spoken to at 2026-07-28 from then on: no session, every
 //! request stamped with `_meta` (protocol version, the client's capabilities and info) and
-//! the `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` headers. A server
+//! the `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` headers (the
+//! arguments whose schema says `x-mcp-header`, as the last `tools/list` gave them; a call
+//! refused with HeaderMismatch -32020 lists the tools again and, if the tool's annotations
+//! changed, is sent once more). A server
 //! that refuses it (an HTTP 4xx, or any JSON-RPC error: method not found, -32022 without
 //! 2026-07-28 in its list, ...) gets the legacy handshake: `initialize` asking for 2025-11-25,
 //! then `notifications/initialized`; its `Mcp-Session-Id` and the version it chose travel on
@@ -78,6 +81,8 @@ pub const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How much of an error answer's body is read (to find a JSON-RPC error in it).
 const ERROR_BODY_LIMIT: usize = 64 << 10;
+/// HeaderMismatch (2026-07-28): the HTTP headers disagree with the body, or lack one.
+const HEADER_MISMATCH: i64 = -32020;
 /// How many `tools/list` pages are followed.
 const MAX_TOOL_PAGES: usize = 100;
 
@@ -271,7 +276,7 @@ impl HttpUpstream {
             if let Some(cursor) = cursor.take() {
                 params.insert("cursor".into(), cursor.into());
             }
-            let result = self.request("tools/list", params, None, None).await?;
+            let result = self.request("tools/list", &params, None, None).await?;
             let Some(page) = result.get("tools").and_then(Value::as_array) else {
                 return Err(CallError::Unavailable(
                     "the upstream's tools/list result has no `tools` array".into(),
@@ -317,13 +322,38 @@ impl HttpUpstream {
         if let Some(arguments) = &arguments {
             params.insert("arguments".into(), arguments.clone());
         }
-        self.request(
-            "tools/call",
-            params,
-            Some((&tool, arguments.as_ref())),
-            progress.as_ref(),
-        )
-        .await
+        let tool_and_arguments = Some((tool.as_str(), arguments.as_ref()));
+        let outcome = self
+            .request("tools/call", &params, tool_and_arguments, progress.as_ref())
+            .await;
+        match outcome {
+            // The server wants `Mcp-Param-*` headers this connector did not know of (the call
+            // came before `tools/list`, or the tool changed): it refused the request before
+            // running it, so it is sent again once the tools are listed anew.
+            Err(CallError::Rpc(error)) if error.code.code() == HEADER_MISMATCH => {
+                let known = self.annotations_of(&tool);
+                if self.list_tools().await.is_ok() && self.annotations_of(&tool) != known {
+                    tracing::info!(
+                        upstream = self.name,
+                        tool,
+                        "the tool's headers changed; the call is sent again"
+                    );
+                    self.request("tools/call", &params, tool_and_arguments, progress.as_ref())
+                        .await
+                } else {
+                    Err(CallError::Rpc(error))
+                }
+            }
+            outcome => outcome,
+        }
+    }
+
+    fn annotations_of(&self, tool: &str) -> Option<Vec<(Vec<String>, String)>> {
+        self.param_headers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tool)
+            .cloned()
     }
 
     /// Ends the session, if one is open (`DELETE`, bounded by [`CANCEL_TIMEOUT`]). A later
@@ -390,7 +420,7 @@ impl HttpUpstream {
     async fn request(
         &self,
         method: &str,
-        params: Map<String, Value>,
+        params: &Map<String, Value>,
         tool: Option<(&str, Option<&Value>)>,
         progress: Option<&ProgressSink>,
     ) -> Result<Value, CallError> {
