@@ -47,8 +47,18 @@ async fn lists_tools_and_echoes(era: Era) {
     assert_eq!(text(&result), "hello");
 
     let echoed = server.log.find(|e| e["event"] == "echo").expect("echo ran");
+    let answered_as = server.tap.answered_as("tools/call");
+    let expected = if era == Era::Json {
+        "application/json"
+    } else {
+        "text/event-stream"
+    };
+    assert!(
+        !answered_as.is_empty() && answered_as.iter().all(|t| t.starts_with(expected)),
+        "{answered_as:?}"
+    );
     match era {
-        Era::Both => {
+        Era::Both | Era::Json => {
             assert_eq!(echoed["version"], "2026-07-28", "{echoed}");
             assert_eq!(echoed["session"], Value::Null, "no session at 2026-07-28");
             assert_eq!(server.tap.count("initialize"), 0);
@@ -152,17 +162,25 @@ async fn drop_one_of_two(server: &Server, upstream: &HttpUpstream) -> (Value, Va
     (dropped_id, kept_id)
 }
 
-#[tokio::test]
-async fn v2026_dropping_a_call_closes_its_stream_and_stops_the_tool() {
-    let server = Server::start(Era::Both).await;
+/// Waits (at most 5 s) until the server has closed more than `before` connections.
+async fn wait_closed(server: &Server, before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.tap.closed_connections() <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the server never saw the connection close"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn drop_closes_the_stream_and_stops_the_tool(era: Era) {
+    let server = Server::start(era).await;
     let upstream = HttpUpstream::new("up", &server.url);
     let (dropped, kept) = drop_one_of_two(&server, &upstream).await;
     let cancelled = wait_for(&server.log, |e| e["event"] == "cancelled").await;
     assert_eq!(cancelled["id"], dropped, "the dropped call's tool stopped");
-    assert!(
-        server.tap.closed_connections() >= 1,
-        "the server saw the dropped call's connection close"
-    );
+    wait_closed(&server, 0).await;
     assert!(
         server
             .log
@@ -182,6 +200,16 @@ async fn v2026_dropping_a_call_closes_its_stream_and_stops_the_tool() {
         "at 2026-07-28 the closed stream is the cancel"
     );
     server.stop();
+}
+
+#[tokio::test]
+async fn v2026_dropping_a_call_closes_its_stream_and_stops_the_tool() {
+    drop_closes_the_stream_and_stops_the_tool(Era::Both).await;
+}
+
+#[tokio::test]
+async fn v2026_json_dropping_a_call_closes_its_connection_and_stops_the_tool() {
+    drop_closes_the_stream_and_stops_the_tool(Era::Json).await;
 }
 
 #[tokio::test]
@@ -366,6 +394,26 @@ async fn v2026_annotated_arguments_travel_in_headers() {
         "listed on demand"
     );
     server.stop();
+}
+
+#[tokio::test]
+async fn v2026_json_lists_tools_and_calls_echo() {
+    lists_tools_and_echoes(Era::Json).await;
+}
+
+#[tokio::test]
+async fn v2026_json_progress_is_forwarded() {
+    forwards_progress(Era::Json).await;
+}
+
+#[tokio::test]
+async fn v2026_json_upstream_errors_pass_through() {
+    passes_upstream_errors(Era::Json).await;
+}
+
+#[tokio::test]
+async fn v2026_json_oversized_answers_are_refused() {
+    refuses_oversized_answers(Era::Json).await;
 }
 
 #[tokio::test]

@@ -38,6 +38,9 @@ use tokio_util::sync::CancellationToken;
 pub enum Era {
     /// Every revision rmcp knows: 2026-07-28 statelessly, the older ones with sessions.
     Both,
+    /// As `Both`, answering with `application/json` rather than an SSE stream where it can
+    /// (a response with no notification before it).
+    Json,
     /// Only up to 2025-11-25 (a server from before 2026-07-28).
     Legacy,
 }
@@ -97,6 +100,7 @@ pub struct Post {
 pub struct Tap {
     posts: Arc<Mutex<Vec<Post>>>,
     deletes: Arc<Mutex<Vec<Option<String>>>>,
+    answers: Arc<Mutex<Vec<(String, String)>>>,
     closed: Arc<AtomicUsize>,
 }
 
@@ -112,6 +116,17 @@ impl Tap {
             .iter()
             .filter(|p| p.body["method"] == method)
             .count()
+    }
+
+    /// The content types of the answers to `method`.
+    pub fn answered_as(&self, method: &str) -> Vec<String> {
+        self.answers
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, content_type)| content_type.clone())
+            .collect()
     }
 
     /// The session of every DELETE.
@@ -151,6 +166,7 @@ impl Server {
         let config = StreamableHttpServerConfig::default()
             // hyper notices a closed SSE stream on its next write
             .with_sse_keep_alive(Some(Duration::from_millis(100)))
+            .with_json_response(era == Era::Json)
             .with_cancellation_token(stop.child_token());
         let service: StreamableHttpService<Tools, LocalSessionManager> =
             StreamableHttpService::new(move || Ok(tools.clone()), Arc::clone(&sessions), config);
@@ -210,14 +226,27 @@ async fn record(tap: Tap, request: Request, next: Next) -> Response {
     let bytes = axum::body::to_bytes(body, 64 << 20)
         .await
         .unwrap_or_default();
+    let mut method = None;
     if parts.method == axum::http::Method::POST {
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        method = body["method"].as_str().map(str::to_owned);
         tap.posts.lock().unwrap().push(Post { body, session });
     } else if parts.method == axum::http::Method::DELETE {
         tap.deletes.lock().unwrap().push(session);
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    if let Some(method) = method {
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        tap.answers.lock().unwrap().push((method, content_type));
+    }
+    response
 }
 
 #[derive(Clone)]
