@@ -131,27 +131,23 @@ async fn v2025_progress_is_forwarded() {
     forwards_progress(Era::Legacy).await;
 }
 
-/// Two sleeps in flight; the one labelled `dropped` is dropped once it runs, the other
-/// completes. Returns the upstream ids of both.
+/// Two sleeps in flight at once; the one labelled `dropped` is dropped once both run, the
+/// other completes. Returns the upstream ids of both.
 async fn drop_one_of_two(server: &Server, upstream: &HttpUpstream) -> (Value, Value) {
-    let kept = upstream.call(call("sleep", json!({"seconds": 0.6, "label": "kept"})));
-    let dropped = upstream.call(call("sleep", json!({"seconds": 30, "label": "dropped"})));
-    let mut kept = Box::pin(kept);
-    let mut dropped = Box::pin(dropped);
-    // Drive both until both run upstream.
-    let started = async {
-        wait_for(&server.log, |e| {
-            e["event"] == "started" && e["label"] == "dropped"
-        })
-        .await;
-        wait_for(&server.log, |e| {
-            e["event"] == "started" && e["label"] == "kept"
-        })
-        .await
-    };
+    let is_started =
+        |label: &'static str| move |e: &Value| e["event"] == "started" && e["label"] == label;
+    let mut dropped =
+        Box::pin(upstream.call(call("sleep", json!({"seconds": 30, "label": "dropped"}))));
     tokio::select! {
-        _ = started => {}
-        _ = &mut kept => panic!("kept finished before both started"),
+        biased;
+        _ = wait_for(&server.log, is_started("dropped")) => {}
+        _ = &mut dropped => panic!("dropped finished"),
+    }
+    let mut kept = Box::pin(upstream.call(call("sleep", json!({"seconds": 0.6, "label": "kept"}))));
+    tokio::select! {
+        biased;
+        _ = wait_for(&server.log, is_started("kept")) => {}
+        _ = &mut kept => panic!("kept finished before it was seen running"),
         _ = &mut dropped => panic!("dropped finished"),
     }
     let dropped_id = server.log.started("dropped")["id"].clone();
