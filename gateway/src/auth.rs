@@ -29,7 +29,9 @@ impl Caller {
 
     /// Whether the caller holds `permission` (or `*`, every permission).
     pub fn can(&self, permission: &str) -> bool {
-        self.permissions.iter().any(|p| p == permission || p == "*")
+        self.permissions
+            .iter()
+            .any(|p| p == permission || p == "*")
     }
 
     /// Whether the caller may act on every user's runs (`admin.system_config`).

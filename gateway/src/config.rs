@@ -255,11 +255,7 @@ impl Config {
             let problem = e.into_inner().message().to_owned();
             ConfigError::Key {
                 file: file.to_owned(),
-                key: if key == "." {
-                    "(top level)".into()
-                } else {
-                    key
-                },
+                key: if key == "." { "(top level)".into() } else { key },
                 problem,
             }
         })?;
@@ -457,7 +453,8 @@ impl Config {
                 let id = uuid::Uuid::new_v4().simple().to_string();
                 format!("worker-{}", &id[..8])
             });
-        if worker_id.is_empty() || worker_id.len() > 64 || worker_id.contains(char::is_whitespace) {
+        if worker_id.is_empty() || worker_id.len() > 64 || worker_id.contains(char::is_whitespace)
+        {
             return Err(ConfigError::Key {
                 file: "command line".into(),
                 key: "--worker-id".into(),
@@ -486,12 +483,10 @@ impl Config {
     /// Checks what depends on several settings at once: several workers must share a secret.
     pub fn check_startup(&self) -> Result<(), String> {
         if self.redis_url.is_some() && self.auth.jwt_secret.is_none() {
-            return Err(
-                "REDIS_URL is set but no JWT secret is configured: every worker must \
+            return Err("REDIS_URL is set but no JWT secret is configured: every worker must \
                  verify the same tokens, so set JWT_SECRET_KEY (or [auth] jwt_secret) to one \
                  shared secret"
-                    .into(),
-            );
+                .into());
         }
         Ok(())
     }
@@ -555,10 +550,7 @@ mod tests {
         let e = load("[cancellation]\nenabeld = true\n")
             .unwrap_err()
             .to_string();
-        assert!(
-            e.starts_with("test.toml: key `cancellation.enabeld`"),
-            "{e}"
-        );
+        assert!(e.starts_with("test.toml: key `cancellation.enabeld`"), "{e}");
         assert!(e.contains("unknown field"), "{e}");
     }
 
@@ -575,9 +567,7 @@ mod tests {
         assert!(e.contains("soon"), "{e}");
         let e = load("listen = \"nowhere\"\n").unwrap_err().to_string();
         assert!(e.contains("key `listen`"), "{e}");
-        let e = load("[[upstream]]\nname = \"a\"\n")
-            .unwrap_err()
-            .to_string();
+        let e = load("[[upstream]]\nname = \"a\"\n").unwrap_err().to_string();
         assert!(e.contains("`upstream[0].command`"), "{e}");
         let e = load("[[upstream]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h\"\n")
             .unwrap_err()
@@ -612,8 +602,7 @@ mod tests {
             Some("a-secret-of-enough-length")
         );
         assert_eq!(config.redis_url.as_deref(), Some("redis://127.0.0.1:1/"));
-        let bad =
-            |key: &str| (key == "MCPGATEWAY_TOOL_CANCELLATION_ENABLED").then(|| "maybe".into());
+        let bad = |key: &str| (key == "MCPGATEWAY_TOOL_CANCELLATION_ENABLED").then(|| "maybe".into());
         let e = Config::from_parts("t", "", bad, &Overrides::default())
             .unwrap_err()
             .to_string();

@@ -11,7 +11,10 @@ pub const RUN_ID_PREFIX: &str = "run-";
 
 /// A gateway-wide unique run id: `run-` and 32 hex digits.
 pub fn new_run_id() -> Arc<str> {
-    Arc::from(format!("{RUN_ID_PREFIX}{}", uuid::Uuid::new_v4().simple()))
+    Arc::from(format!(
+        "{RUN_ID_PREFIX}{}",
+        uuid::Uuid::new_v4().simple()
+    ))
 }
 
 /// Whether `text` has the shape of a run id.

@@ -82,14 +82,12 @@ impl Upstream {
     /// background; an HTTP upstream connects on first use).
     pub fn start(config: &config::Upstream) -> Upstream {
         match &config.transport {
-            Transport::Stdio { command, args, env } => {
-                Upstream::Stdio(stdio::StdioUpstream::start(
-                    &config.name,
-                    config::Config::program(command),
-                    args.clone(),
-                    env.clone(),
-                ))
-            }
+            Transport::Stdio { command, args, env } => Upstream::Stdio(stdio::StdioUpstream::start(
+                &config.name,
+                config::Config::program(command),
+                args.clone(),
+                env.clone(),
+            )),
             Transport::Http { url } => Upstream::Http(http::HttpUpstream::new(&config.name, url)),
         }
     }
