@@ -1,0 +1,1115 @@
+//! An upstream MCP server over Streamable HTTP: the gateway as an MCP client.
+//!
+//! # Eras
+//!
+//! Nothing is sent until the first use. Then, once (concurrent first calls wait for the same
+//! handshake), the connector asks `server/discover` stamped for 2026-07-28. A server that
+//! answers it listing 2026-07-28 is spoken to at 2026-07-28 from then on: no session, every
+//! request stamped with `_meta` (protocol version, the client's capabilities and info) and
+//! the `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` headers (the
+//! arguments whose schema says `x-mcp-header`, as the last `tools/list` gave them; a call
+//! refused with HeaderMismatch -32020 lists the tools again and, if the tool's annotations
+//! changed, is sent once more). A server
+//! that refuses it (an HTTP 4xx, or any JSON-RPC error: method not found, -32022 without
+//! 2026-07-28 in its list, ...) gets the legacy handshake: `initialize` asking for 2025-11-25,
+//! then `notifications/initialized`; its `Mcp-Session-Id` and the version it chose travel on
+//! every later request. A 404 on a request carrying the session means the session expired:
+//! the connector performs the handshake again and sends the request once more.
+//!
+//! # Calls and their cancellation
+//!
+//! Each request gets an id of the connector's own (the caller's id never goes upstream). The
+//! answer is read as JSON or as an SSE stream; `notifications/progress` for the call's token
+//! go to the [`ProgressSink`] with `try_send`: when the caller's buffer is
+//! full the notification is dropped (progress is advisory), never held.
+//!
+//! Dropping a call's future before its answer cancels it upstream:
+//! - at 2026-07-28 by closing its response stream: the HTTP/1 connection the request used is
+//!   closed (hyper never returns a connection whose body was left unread to its pool), which
+//!   the server must take as the cancellation;
+//! - at 2025-11-25 by POSTing `notifications/cancelled` with the upstream request's id, from a
+//!   spawned task bounded by [`CANCEL_TIMEOUT`], so the drop never waits. The reason is the
+//!   summary of the cause when the call ran inside a cancelled [`cancelkit::Scope`], else
+//!   "cancelled by the gateway". `initialize` is never cancelled.
+//!
+//! A legacy call whose response stream broke is given up ([`CallError::Lost`]) and cancelled
+//! the same way, since the server may still be running it.
+//!
+//! # Bounds
+//!
+//! A JSON answer, and each SSE event, is at most [`MAX_MESSAGE_BYTES`]; beyond, the call is
+//! [`CallError::Lost`]. At most [`MAX_IN_FLIGHT`] requests are in flight per upstream; beyond,
+//! calls fail at once with [`CallError::Unavailable`] rather than queue. Connecting is bounded
+//! by [`CONNECT_TIMEOUT`], the handshake by [`HANDSHAKE_TIMEOUT`]. A call itself has no time
+//! limit here: the caller's timeout drops the future, which cancels it.
+//!
+//! The standalone GET stream is not opened: the gateway declares no client capabilities, so a
+//! server has nothing to ask it outside a call; a `ping` arriving on a call's stream is
+//! answered, any other server request gets -32601.
+
+mod headers;
+mod sse;
+
+use std::fmt;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use cancelkit::JsonRpcError;
+use cancelkit::protocol::jsonrpc::{ErrorCode, ErrorObject};
+use futures_util::{FutureExt, StreamExt};
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+use tokio::sync::{Mutex, Semaphore};
+
+use super::{CallError, ProgressSink, ToolCall};
+
+/// The largest JSON answer, or SSE event, read from an upstream (16 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// How many requests may be in flight to one upstream at once; beyond, calls fail at once
+/// with [`CallError::Unavailable`].
+pub const MAX_IN_FLIGHT: usize = 256;
+/// How long opening a TCP connection to an upstream may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the handshake (`server/discover`, else `initialize` and
+/// `notifications/initialized`) may take.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the spawned task sending a `notifications/cancelled` (or the `DELETE` ending a
+/// session) may take.
+pub const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How much of an error answer's body is read (to find a JSON-RPC error in it).
+const ERROR_BODY_LIMIT: usize = 64 << 10;
+/// HeaderMismatch (2026-07-28): the HTTP headers disagree with the body, or lack one.
+const HEADER_MISMATCH: i64 = -32020;
+/// How many `tools/list` pages are followed.
+const MAX_TOOL_PAGES: usize = 100;
+
+const V2026: &str = "2026-07-28";
+const V2025: &str = "2025-11-25";
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const DEFAULT_REASON: &str = "cancelled by the gateway";
+
+/// A Streamable HTTP upstream.
+pub struct HttpUpstream {
+    name: String,
+    /// Where requests go, or why they cannot (a bad URL).
+    endpoint: Result<Endpoint, String>,
+    /// The handshake's outcome; `None` until the first use and after the session expired.
+    state: Mutex<Option<Arc<Connection>>>,
+    generations: AtomicU64,
+    next_id: AtomicI64,
+    in_flight: Arc<Semaphore>,
+    /// The `x-mcp-header` annotations of the tools last listed (2026-07-28).
+    param_headers: std::sync::Mutex<headers::ParamHeaders>,
+}
+
+impl fmt::Debug for HttpUpstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpUpstream")
+            .field("name", &self.name)
+            .field(
+                "url",
+                &self
+                    .endpoint
+                    .as_ref()
+                    .map(|e| &*e.url)
+                    .unwrap_or("<invalid>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HTTP client and the MCP endpoint (what a spawned cancel needs).
+#[derive(Debug, Clone)]
+struct Endpoint {
+    client: reqwest::Client,
+    url: Arc<str>,
+    upstream: Arc<str>,
+}
+
+/// What the handshake agreed on.
+#[derive(Debug)]
+struct Connection {
+    era: Era,
+    /// Which handshake this is (a session that expired is forgotten only once).
+    generation: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Era {
+    /// 2026-07-28: no session; every request stamped.
+    V2026,
+    /// The `initialize` handshake (2025-11-25, or the older version the server chose).
+    Legacy {
+        /// The version the server chose (`None` while `initialize` itself is in flight).
+        version: Option<HeaderValue>,
+        /// The session the server opened, if it opened one.
+        session: Option<HeaderValue>,
+    },
+}
+
+impl Connection {
+    fn has_session(&self) -> bool {
+        matches!(
+            &self.era,
+            Era::Legacy {
+                session: Some(_),
+                ..
+            }
+        )
+    }
+}
+
+/// How an exchange ended without a result.
+#[derive(Debug)]
+enum Failure {
+    /// Nothing was processed: the upstream could not be reached, or answered 5xx.
+    Unavailable(String),
+    /// A 4xx without a JSON-RPC error in its body.
+    Refused(StatusCode, String),
+    /// A 404 for a request carrying the session.
+    SessionExpired,
+    /// The upstream's JSON-RPC error.
+    Rpc(JsonRpcError),
+    /// The request was sent, but its answer did not come whole.
+    Lost(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unavailable(why) | Failure::Lost(why) => f.write_str(why),
+            Failure::Refused(status, body) => write!(f, "HTTP {status}: {body}"),
+            Failure::SessionExpired => f.write_str("the session expired (HTTP 404)"),
+            Failure::Rpc(e) => write!(f, "error {}: {}", e.code.code(), e.message),
+        }
+    }
+}
+
+impl From<Failure> for CallError {
+    fn from(failure: Failure) -> CallError {
+        match failure {
+            Failure::Rpc(e) => CallError::Rpc(e),
+            Failure::Lost(why) => CallError::Lost(why),
+            other => CallError::Unavailable(other.to_string()),
+        }
+    }
+}
+
+/// A request's answer.
+#[derive(Debug)]
+struct Answer {
+    result: Value,
+    /// The `Mcp-Session-Id` the answer carried (for `initialize`).
+    session: Option<HeaderValue>,
+}
+
+/// Where one call's progress goes.
+struct Progress<'a> {
+    token: Value,
+    sink: &'a ProgressSink,
+}
+
+impl HttpUpstream {
+    /// A connector for the MCP endpoint `url` (nothing is sent until the first use).
+    pub fn new(name: &str, url: &str) -> HttpUpstream {
+        let endpoint = reqwest::Url::parse(url)
+            .map_err(|e| format!("invalid URL `{url}`: {e}"))
+            .and_then(|_| {
+                reqwest::Client::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .tcp_nodelay(true)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .user_agent(concat!("cancelkit-gateway/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
+            })
+            .map(|client| Endpoint {
+                client,
+                url: url.into(),
+                upstream: name.into(),
+            });
+        if let Err(why) = &endpoint {
+            tracing::error!(upstream = name, "{why}");
+        }
+        HttpUpstream {
+            name: name.to_owned(),
+            endpoint,
+            state: Mutex::new(None),
+            generations: AtomicU64::new(0),
+            next_id: AtomicI64::new(1),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            param_headers: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Its configured name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its tools (every page of `tools/list`).
+    ///
+    /// # Errors
+    ///
+    /// The upstream cannot be reached or refused the handshake ([`CallError::Unavailable`]),
+    /// answered with an error ([`CallError::Rpc`]), or the answer broke off
+    /// ([`CallError::Lost`]).
+    pub async fn list_tools(&self) -> Result<Vec<Value>, CallError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 0.. {
+            if page == MAX_TOOL_PAGES {
+                tracing::warn!(
+                    upstream = self.name,
+                    "tools/list has more than {MAX_TOOL_PAGES} pages; the rest are left out"
+                );
+                break;
+            }
+            let mut params = Map::new();
+            if let Some(cursor) = cursor.take() {
+                params.insert("cursor".into(), cursor.into());
+            }
+            let result = self.request("tools/list", &params, None, None).await?;
+            let Some(page) = result.get("tools").and_then(Value::as_array) else {
+                return Err(CallError::Unavailable(
+                    "the upstream's tools/list result has no `tools` array".into(),
+                ));
+            };
+            tools.extend(page.iter().cloned());
+            match result.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        let annotated = tools
+            .iter()
+            .filter_map(|tool| {
+                let name = tool.get("name")?.as_str()?;
+                let found = headers::annotations(tool.get("inputSchema")?);
+                (!found.is_empty()).then(|| (name.to_owned(), found))
+            })
+            .collect();
+        *self
+            .param_headers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = annotated;
+        Ok(tools)
+    }
+
+    /// Calls a tool; dropping the future before it resolves cancels the call upstream (see the
+    /// [module documentation](self)).
+    ///
+    /// # Errors
+    ///
+    /// The upstream's JSON-RPC error ([`CallError::Rpc`]); it cannot be reached, answered 5xx
+    /// or has [`MAX_IN_FLIGHT`] calls already ([`CallError::Unavailable`]); the answer broke
+    /// off or was too large ([`CallError::Lost`]).
+    pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
+        let ToolCall {
+            tool,
+            arguments,
+            progress,
+        } = call;
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(tool.clone()));
+        if let Some(arguments) = &arguments {
+            params.insert("arguments".into(), arguments.clone());
+        }
+        let tool_and_arguments = Some((tool.as_str(), arguments.as_ref()));
+        let outcome = self
+            .request("tools/call", &params, tool_and_arguments, progress.as_ref())
+            .await;
+        match outcome {
+            // The server wants `Mcp-Param-*` headers this connector did not know of (the call
+            // came before `tools/list`, or the tool changed): it refused the request before
+            // running it, so it is sent again once the tools are listed anew.
+            Err(CallError::Rpc(error)) if error.code.code() == HEADER_MISMATCH => {
+                let known = self.annotations_of(&tool);
+                if self.list_tools().await.is_ok() && self.annotations_of(&tool) != known {
+                    tracing::info!(
+                        upstream = self.name,
+                        tool,
+                        "the tool's headers changed; the call is sent again"
+                    );
+                    self.request("tools/call", &params, tool_and_arguments, progress.as_ref())
+                        .await
+                } else {
+                    Err(CallError::Rpc(error))
+                }
+            }
+            outcome => outcome,
+        }
+    }
+
+    fn annotations_of(&self, tool: &str) -> Option<Vec<(Vec<String>, String)>> {
+        self.param_headers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tool)
+            .cloned()
+    }
+
+    /// Ends the session, if one is open (`DELETE`, bounded by [`CANCEL_TIMEOUT`]). A later
+    /// use connects again.
+    pub async fn shutdown(&self) {
+        let Ok(endpoint) = &self.endpoint else {
+            return;
+        };
+        let Some(connection) = self.state.lock().await.take() else {
+            return;
+        };
+        let Era::Legacy {
+            version,
+            session: Some(session),
+        } = &connection.era
+        else {
+            return;
+        };
+        let mut request = endpoint
+            .client
+            .delete(&*endpoint.url)
+            .header(SESSION_ID, session.clone());
+        if let Some(version) = version {
+            request = request.header(PROTOCOL_VERSION, version.clone());
+        }
+        match tokio::time::timeout(CANCEL_TIMEOUT, request.send()).await {
+            Ok(Ok(response))
+                if response.status().is_success()
+                    || response.status() == StatusCode::METHOD_NOT_ALLOWED =>
+            {
+                tracing::debug!(upstream = self.name, status = %response.status(), "session ended");
+            }
+            Ok(Ok(response)) => {
+                tracing::warn!(upstream = self.name, status = %response.status(), "DELETE of the session refused");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(
+                    upstream = self.name,
+                    "DELETE of the session failed: {}",
+                    chain(&e)
+                );
+            }
+            Err(_) => {
+                tracing::warn!(
+                    upstream = self.name,
+                    "DELETE of the session took over {CANCEL_TIMEOUT:?}"
+                );
+            }
+        }
+    }
+
+    fn endpoint(&self) -> Result<&Endpoint, CallError> {
+        self.endpoint
+            .as_ref()
+            .map_err(|why| CallError::Unavailable(why.clone()))
+    }
+
+    fn next_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// One request (not `initialize`), cancelled upstream if dropped unanswered; the session
+    /// is renewed once if it expired.
+    async fn request(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+        tool: Option<(&str, Option<&Value>)>,
+        progress: Option<&ProgressSink>,
+    ) -> Result<Value, CallError> {
+        let scope = cancelkit::current_scope();
+        let endpoint = self.endpoint()?;
+        let _permit = Arc::clone(&self.in_flight)
+            .try_acquire_owned()
+            .map_err(|_| {
+                CallError::Unavailable(format!(
+                    "{MAX_IN_FLIGHT} requests are already in flight to this upstream"
+                ))
+            })?;
+        let mut renewed = false;
+        loop {
+            let connection = self.connection(endpoint).await?;
+            let id = self.next_id();
+            let mut params = Value::Object(params.clone());
+            if progress.is_some() {
+                meta(&mut params).insert("progressToken".into(), id.into());
+            }
+            let mut extra = Vec::new();
+            if matches!(connection.era, Era::V2026) {
+                stamp(&mut params);
+                extra = headers::routing(method, &params);
+                if let Some((tool, arguments)) = tool {
+                    let annotated = self
+                        .param_headers
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    if let Some(annotations) = annotated.get(tool) {
+                        extra.extend(headers::params(annotations, arguments));
+                    }
+                }
+            }
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            let mut guard = CancelOnDrop {
+                endpoint: endpoint.clone(),
+                connection: Arc::clone(&connection),
+                id,
+                scope: scope.clone(),
+                armed: true,
+            };
+            let progress = progress.map(|sink| Progress {
+                token: id.into(),
+                sink,
+            });
+            let outcome = exchange(
+                endpoint,
+                &connection,
+                id,
+                &message,
+                extra,
+                progress.as_ref(),
+            )
+            .await;
+            match outcome {
+                Ok(answer) => {
+                    guard.armed = false;
+                    return Ok(answer.result);
+                }
+                Err(Failure::SessionExpired) => {
+                    guard.armed = false;
+                    self.forget(&connection).await;
+                    if renewed {
+                        return Err(CallError::Unavailable(
+                            "the upstream's new session expired at once".into(),
+                        ));
+                    }
+                    tracing::info!(
+                        upstream = self.name,
+                        "the session expired; performing the handshake again"
+                    );
+                    renewed = true;
+                }
+                Err(Failure::Lost(why)) => {
+                    guard.fire("the gateway lost the call's response".into());
+                    return Err(CallError::Lost(why));
+                }
+                Err(other) => {
+                    guard.armed = false;
+                    return Err(other.into());
+                }
+            }
+        }
+    }
+
+    /// The connection, after the handshake if none was made yet (one at a time).
+    async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, CallError> {
+        let mut state = self.state.lock().await;
+        if let Some(connection) = state.as_ref() {
+            return Ok(Arc::clone(connection));
+        }
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let connection =
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handshake(endpoint, generation))
+                .await
+                .map_err(|_| {
+                    CallError::Unavailable(format!("no handshake within {HANDSHAKE_TIMEOUT:?}"))
+                })??;
+        let connection = Arc::new(connection);
+        *state = Some(Arc::clone(&connection));
+        Ok(connection)
+    }
+
+    /// Forgets `connection` (its session expired), unless a newer one replaced it already.
+    async fn forget(&self, connection: &Connection) {
+        let mut state = self.state.lock().await;
+        if state
+            .as_ref()
+            .is_some_and(|current| current.generation == connection.generation)
+        {
+            *state = None;
+        }
+    }
+
+    /// `server/discover`, else `initialize` and `notifications/initialized`.
+    async fn handshake(
+        &self,
+        endpoint: &Endpoint,
+        generation: u64,
+    ) -> Result<Connection, CallError> {
+        let modern = Connection {
+            era: Era::V2026,
+            generation,
+        };
+        let id = self.next_id();
+        let mut params = json!({});
+        stamp(&mut params);
+        let extra = headers::routing("server/discover", &params);
+        let message =
+            json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": params});
+        match exchange(endpoint, &modern, id, &message, extra, None).await {
+            Ok(answer) if lists_2026(answer.result.get("supportedVersions")) => {
+                tracing::info!(upstream = self.name, "the upstream speaks MCP {V2026}");
+                return Ok(modern);
+            }
+            Ok(_) => {
+                tracing::info!(
+                    upstream = self.name,
+                    "server/discover does not list {V2026}; falling back to initialize"
+                );
+            }
+            Err(failure @ (Failure::Rpc(_) | Failure::Refused(..))) => {
+                tracing::info!(
+                    upstream = self.name,
+                    "server/discover refused ({failure}); falling back to initialize"
+                );
+            }
+            Err(failure) => {
+                return Err(CallError::Unavailable(format!(
+                    "server/discover: {failure}"
+                )));
+            }
+        }
+
+        let legacy = Connection {
+            era: Era::Legacy {
+                version: None,
+                session: None,
+            },
+            generation,
+        };
+        let id = self.next_id();
+        let message = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "initialize",
+            "params": {"protocolVersion": V2025, "capabilities": {}, "clientInfo": client_info()},
+        });
+        let answer = exchange(endpoint, &legacy, id, &message, Vec::new(), None)
+            .await
+            .map_err(|failure| CallError::Unavailable(format!("initialize: {failure}")))?;
+        let version = answer
+            .result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(V2025);
+        let connection = Connection {
+            era: Era::Legacy {
+                version: HeaderValue::from_str(version).ok(),
+                session: answer.session,
+            },
+            generation,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        notify(endpoint, &connection, &initialized)
+            .await
+            .map_err(|why| CallError::Unavailable(format!("notifications/initialized: {why}")))?;
+        tracing::info!(
+            upstream = self.name,
+            version,
+            session = connection.has_session(),
+            "the upstream speaks MCP {version}"
+        );
+        Ok(connection)
+    }
+}
+
+/// Cancels request `id` upstream when dropped armed (see the module documentation).
+struct CancelOnDrop {
+    endpoint: Endpoint,
+    connection: Arc<Connection>,
+    id: i64,
+    scope: Option<cancelkit::Scope>,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    /// Cancels the request now, with `reason`.
+    fn fire(&mut self, reason: String) {
+        self.armed = false;
+        let upstream = &*self.endpoint.upstream;
+        if matches!(self.connection.era, Era::V2026) {
+            tracing::debug!(upstream, id = self.id, %reason, "request cancelled: its response stream is closed");
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                upstream,
+                id = self.id,
+                "no runtime to send notifications/cancelled from"
+            );
+            return;
+        };
+        tracing::debug!(upstream, id = self.id, %reason, "sending notifications/cancelled");
+        let message = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": reason},
+        });
+        let endpoint = self.endpoint.clone();
+        let connection = Arc::clone(&self.connection);
+        let id = self.id;
+        runtime.spawn(async move {
+            let sent =
+                tokio::time::timeout(CANCEL_TIMEOUT, notify(&endpoint, &connection, &message))
+                    .await;
+            let upstream = &*endpoint.upstream;
+            match sent {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => tracing::warn!(upstream, id, "notifications/cancelled: {why}"),
+                Err(_) => {
+                    tracing::warn!(
+                        upstream,
+                        id,
+                        "notifications/cancelled took over {CANCEL_TIMEOUT:?}"
+                    );
+                }
+            }
+        });
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let reason = self
+                .scope
+                .as_ref()
+                .and_then(cancelkit::Scope::cancel_reason)
+                .map_or_else(|| DEFAULT_REASON.to_owned(), |cause| cause.summary());
+            self.fire(reason);
+        }
+    }
+}
+
+/// What the gateway says it is.
+fn client_info() -> Value {
+    json!({"name": "cancelkit-gateway", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// `params._meta`, made an object if it was not.
+fn meta(params: &mut Value) -> &mut Map<String, Value> {
+    if !params.is_object() {
+        *params = Value::Object(Map::new());
+    }
+    let object = params.as_object_mut().expect("made an object above");
+    let meta = object
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("made an object above")
+}
+
+/// Stamps a 2026-07-28 request: version, capabilities (none) and client info in `_meta`.
+fn stamp(params: &mut Value) {
+    let meta = meta(params);
+    meta.insert(META_VERSION.into(), V2026.into());
+    meta.insert(META_CAPABILITIES.into(), json!({}));
+    meta.insert(META_CLIENT_INFO.into(), client_info());
+}
+
+fn lists_2026(versions: Option<&Value>) -> bool {
+    versions
+        .and_then(Value::as_array)
+        .is_some_and(|versions| versions.iter().any(|v| v == V2026))
+}
+
+/// An error and its sources, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The POST carrying `message`, with the headers the era asks for.
+fn post(
+    endpoint: &Endpoint,
+    connection: &Connection,
+    message: &Value,
+    extra: Vec<(HeaderName, HeaderValue)>,
+) -> reqwest::RequestBuilder {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    match &connection.era {
+        Era::V2026 => {
+            headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(V2026));
+        }
+        Era::Legacy { version, session } => {
+            if let Some(version) = version {
+                headers.insert(PROTOCOL_VERSION, version.clone());
+            }
+            if let Some(session) = session {
+                headers.insert(SESSION_ID, session.clone());
+            }
+        }
+    }
+    headers.extend(extra);
+    endpoint
+        .client
+        .post(&*endpoint.url)
+        .headers(headers)
+        .body(message.to_string())
+}
+
+/// What sending failed with: nothing reached the server (connecting failed), or the request
+/// may have reached it.
+fn send_failure(endpoint: &Endpoint, error: &reqwest::Error) -> Failure {
+    if error.is_connect() || error.is_builder() {
+        Failure::Unavailable(format!("cannot reach {}: {}", endpoint.url, chain(error)))
+    } else {
+        Failure::Lost(format!("the request failed: {}", chain(error)))
+    }
+}
+
+/// POSTs a notification (or a response to a server's request); any 2xx is success.
+async fn notify(
+    endpoint: &Endpoint,
+    connection: &Connection,
+    message: &Value,
+) -> Result<(), String> {
+    let response = post(endpoint, connection, message, Vec::new())
+        .send()
+        .await
+        .map_err(|e| chain(&e))?;
+    let status = response.status();
+    // Read the (empty or small) body so the connection can be used again.
+    let _ = read_body(response, ERROR_BODY_LIMIT, true).await;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {status}"))
+    }
+}
+
+/// Sends request `id` and reads its answer (JSON or SSE), forwarding progress on the way.
+async fn exchange(
+    endpoint: &Endpoint,
+    connection: &Connection,
+    id: i64,
+    message: &Value,
+    extra: Vec<(HeaderName, HeaderValue)>,
+    progress: Option<&Progress<'_>>,
+) -> Result<Answer, Failure> {
+    let response = post(endpoint, connection, message, extra)
+        .send()
+        .await
+        .map_err(|e| send_failure(endpoint, &e))?;
+    let status = response.status();
+    let session = response.headers().get(SESSION_ID).cloned();
+    if status == StatusCode::NOT_FOUND && connection.has_session() {
+        return Err(Failure::SessionExpired);
+    }
+    if !status.is_success() {
+        let body = read_body(response, ERROR_BODY_LIMIT, true)
+            .await
+            .unwrap_or_default();
+        if let Ok(message) = serde_json::from_slice::<Value>(&body)
+            && message.get("id") == Some(&Value::from(id))
+            && let Some(error) = message.get("error")
+        {
+            return Err(Failure::Rpc(rpc_error(error)));
+        }
+        let text = String::from_utf8_lossy(&body[..body.len().min(200)])
+            .trim()
+            .to_owned();
+        return Err(if status.is_server_error() {
+            Failure::Unavailable(format!("HTTP {status}: {text}"))
+        } else {
+            Failure::Refused(status, text)
+        });
+    }
+    let event_stream = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/event-stream"))
+        });
+    let reader = Reader {
+        endpoint,
+        connection,
+        id,
+        progress,
+    };
+    let result = if event_stream {
+        reader.sse(response).await?
+    } else {
+        let body = read_body(response, MAX_MESSAGE_BYTES, false).await?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(Failure::Lost(format!(
+                "the upstream answered HTTP {status} without a response to request {id}"
+            )));
+        }
+        let message: Value = serde_json::from_slice(&body)
+            .map_err(|e| Failure::Lost(format!("the answer is not JSON: {e}")))?;
+        reader.messages(message).ok_or_else(|| {
+            Failure::Lost(format!("the answer holds no response to request {id}"))
+        })??
+    };
+    Ok(Answer { result, session })
+}
+
+/// Reads a body up to `limit` bytes: beyond, the rest is left unread when `truncate`, else
+/// the answer is refused as [`Failure::Lost`].
+async fn read_body(
+    response: reqwest::Response,
+    limit: usize,
+    truncate: bool,
+) -> Result<Vec<u8>, Failure> {
+    let too_large = || Failure::Lost(format!("the answer exceeds {limit} bytes"));
+    if !truncate
+        && response
+            .content_length()
+            .is_some_and(|length| length > limit as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| Failure::Lost(format!("the answer broke off: {}", chain(&e))))?;
+        if body.len() + chunk.len() > limit {
+            if truncate {
+                body.extend_from_slice(&chunk[..limit - body.len()]);
+                break;
+            }
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Reads the messages answering request `id`.
+struct Reader<'a> {
+    endpoint: &'a Endpoint,
+    connection: &'a Connection,
+    id: i64,
+    progress: Option<&'a Progress<'a>>,
+}
+
+impl Reader<'_> {
+    /// Reads SSE events until the response to `id`.
+    async fn sse(&self, response: reqwest::Response) -> Result<Value, Failure> {
+        let mut stream = response.bytes_stream();
+        let mut parser = sse::Parser::new(MAX_MESSAGE_BYTES);
+        let mut events = Vec::new();
+        loop {
+            let chunk = match stream.next().await {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(e)) => {
+                    return Err(Failure::Lost(format!(
+                        "the response stream broke: {}",
+                        chain(&e)
+                    )));
+                }
+                None => {
+                    return Err(Failure::Lost(format!(
+                        "the response stream ended without a response to request {}",
+                        self.id
+                    )));
+                }
+            };
+            parser
+                .feed(&chunk, &mut events)
+                .map_err(|e| Failure::Lost(e.to_string()))?;
+            for event in events.drain(..) {
+                if event.data.trim().is_empty() {
+                    continue; // a priming event (an id and a retry time, no message)
+                }
+                let message = match serde_json::from_str::<Value>(&event.data) {
+                    Ok(message) => message,
+                    Err(e) => {
+                        tracing::warn!(
+                            upstream = &*self.endpoint.upstream,
+                            "an SSE event that is not JSON is skipped: {e}"
+                        );
+                        continue;
+                    }
+                };
+                if let Some(outcome) = self.messages(message) {
+                    // The stream normally ends with the response: read its end if it is
+                    // already here, so the connection can be used again.
+                    for _ in 0..4 {
+                        match stream.next().now_or_never() {
+                            Some(Some(Ok(_))) => {}
+                            _ => break,
+                        }
+                    }
+                    return outcome;
+                }
+            }
+        }
+    }
+
+    /// Handles one message (or a batch); the outcome once the response to `id` is among them.
+    fn messages(&self, message: Value) -> Option<Result<Value, Failure>> {
+        match message {
+            Value::Array(batch) => batch.into_iter().find_map(|m| self.message(m)),
+            message => self.message(message),
+        }
+    }
+
+    fn message(&self, message: Value) -> Option<Result<Value, Failure>> {
+        let upstream = &*self.endpoint.upstream;
+        let Value::Object(mut message) = message else {
+            tracing::warn!(upstream, "a message that is not an object is skipped");
+            return None;
+        };
+        if let Some(method) = message.get("method").and_then(Value::as_str) {
+            let method = method.to_owned();
+            if let Some(id) = message.get("id").cloned() {
+                self.answer_request(&method, id);
+            } else if method == "notifications/progress" {
+                self.forward_progress(message.remove("params"));
+            } else {
+                tracing::debug!(upstream, method, "notification during a call ignored");
+            }
+            return None;
+        }
+        if message.get("id") != Some(&Value::from(self.id)) {
+            tracing::debug!(upstream, id = ?message.get("id"), "a response to another request is ignored");
+            return None;
+        }
+        Some(if let Some(error) = message.get("error") {
+            Err(Failure::Rpc(rpc_error(error)))
+        } else if let Some(result) = message.remove("result") {
+            Ok(result)
+        } else {
+            Err(Failure::Lost(format!(
+                "the response to request {} has neither result nor error",
+                self.id
+            )))
+        })
+    }
+
+    fn forward_progress(&self, params: Option<Value>) {
+        let (Some(progress), Some(Value::Object(mut params))) = (self.progress, params) else {
+            return;
+        };
+        if params.get("progressToken") != Some(&progress.token) {
+            return;
+        }
+        params.remove("progressToken");
+        if let Err(tokio::sync::mpsc::error::TrySendError::Full(_)) =
+            progress.sink.try_send(Value::Object(params))
+        {
+            tracing::debug!(
+                upstream = &*self.endpoint.upstream,
+                id = self.id,
+                "progress dropped: the caller's buffer is full"
+            );
+        }
+    }
+
+    /// Answers a server's request met on a call's stream: `ping` with an empty result, any
+    /// other with -32601 (the gateway offers the server nothing to ask for).
+    fn answer_request(&self, method: &str, id: Value) {
+        let answer = if method == "ping" {
+            json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}})
+        };
+        let upstream = &*self.endpoint.upstream;
+        if !matches!(self.connection.era, Era::Legacy { .. }) {
+            tracing::debug!(upstream, method, "a 2026-07-28 server's request is ignored");
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let endpoint = self.endpoint.clone();
+        let connection = Connection {
+            era: self.connection.era.clone(),
+            generation: self.connection.generation,
+        };
+        let method = method.to_owned();
+        runtime.spawn(async move {
+            let sent =
+                tokio::time::timeout(CANCEL_TIMEOUT, notify(&endpoint, &connection, &answer)).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                tracing::debug!(
+                    upstream = &*endpoint.upstream,
+                    method,
+                    "the answer to the server's request was not delivered"
+                );
+            }
+        });
+    }
+}
+
+/// A JSON-RPC error object as received; a malformed one becomes -32603 carrying it as data.
+fn rpc_error(error: &Value) -> JsonRpcError {
+    serde_json::from_value::<ErrorObject>(error.clone())
+        .map(JsonRpcError::from)
+        .unwrap_or_else(|_| {
+            JsonRpcError::new(
+                ErrorCode::InternalError,
+                "the upstream sent a malformed error",
+            )
+            .with_data(error.clone())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamping_keeps_the_progress_token_and_replaces_a_bad_meta() {
+        let mut params = json!({"name": "echo", "_meta": {"progressToken": 3}});
+        stamp(&mut params);
+        assert_eq!(params["_meta"]["progressToken"], 3);
+        assert_eq!(params["_meta"][META_VERSION], V2026);
+        assert_eq!(params["_meta"][META_CAPABILITIES], json!({}));
+        let mut params = json!({"_meta": [1]});
+        stamp(&mut params);
+        assert_eq!(params["_meta"][META_VERSION], V2026);
+    }
+
+    #[test]
+    fn malformed_errors_become_internal_errors_with_the_original_as_data() {
+        let error = rpc_error(&json!({"code": -32000, "message": "boom", "data": 1}));
+        assert_eq!(error.code.code(), -32000);
+        assert_eq!(error.message, "boom");
+        let error = rpc_error(&json!("nonsense"));
+        assert_eq!(error.code, ErrorCode::InternalError);
+        assert_eq!(error.data, Some(json!("nonsense")));
+    }
+
+    #[test]
+    fn a_bad_url_makes_every_use_unavailable() {
+        let upstream = HttpUpstream::new("bad", "not a url");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let error = runtime.block_on(upstream.list_tools()).unwrap_err();
+        assert!(
+            matches!(&error, CallError::Unavailable(why) if why.contains("invalid URL")),
+            "{error:?}"
+        );
+    }
+}
