@@ -78,7 +78,12 @@ fn complete_2026(mut response: Value) -> Value {
     response
 }
 
-fn unchanged(response: Value) -> Value {
+/// Writes a result for a legacy (2025-11-25 and earlier) client: without 2026-07-28's
+/// `resultType`, which an upstream speaking 2026-07-28 puts in its results.
+fn legacy(mut response: Value) -> Value {
+    if let Some(result) = response.get_mut("result").and_then(Value::as_object_mut) {
+        result.remove("resultType");
+    }
     response
 }
 
@@ -240,7 +245,7 @@ async fn legacy_request(
         ),
         "tools/call" => {
             let channel = Arc::clone(&session.id);
-            tools_call(app, caller, channel, id, params, Some(session), unchanged).await
+            tools_call(app, caller, channel, id, params, Some(session), legacy).await
         }
         _ => json_response(
             StatusCode::OK,
