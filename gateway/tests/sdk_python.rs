@@ -1,0 +1,58 @@
+//! The official MCP Python SDK (`mcp` 2.3.0, pinned with every dependency in
+//! tests/python/requirements.txt, installed into a venv under target/interop/python on first use)
+//! as a client of the gateway's `/mcp` over Streamable HTTP, with a bearer token for alice on its
+//! HTTP client. The client is tests/python/gateway_client.py; it taps the HTTP exchanges below
+//! the SDK, so what the gateway really sent is asserted on, not what the SDK made of it.
+//!
+//! In both eras the SDK speaks — 2026-07-28 (`ClientSession.discover()`: no session, stamped
+//! requests; the SDK cancels by closing the call's POST stream) and 2025-11-25
+//! (`ClientSession.initialize()`: a session; the SDK cancels with a POSTed
+//! `notifications/cancelled`) — the client lists the tools, calls echo, gets `demo-sleep`'s
+//! progress; aborts a slow sleep (anyio cancel scope): the upstream tool stops, the run is
+//! cancelled by the client and gets no response; an admin cancels another slow sleep through the
+//! cancellation API: the SDK's call fails with -32800 carrying the run id and `partial: false`;
+//! and the client keeps working.
+//!
+//! Each scenario takes the upstream under test ([`UpstreamUnderTest`]): today the demo upstream
+//! on stdio; a Streamable HTTP upstream is one more implementation and one more test per era.
+//! Python is required: without it these tests fail, they never skip.
+
+mod support;
+
+use support::sdk::{
+    CancelBy, Era, Expected, Script, StdioDemo, UpstreamUnderTest, run_scenarios, start_gateway,
+};
+use support::token;
+
+/// The Python SDK against a gateway in front of `upstream`, in `era`.
+async fn python_sdk(upstream: &dyn UpstreamUnderTest, era: Era, cancel_by: CancelBy) {
+    let gateway = start_gateway(upstream);
+    let url = gateway.url("/mcp");
+    let how = match era {
+        Era::V2025 => "initialize",
+        Era::V2026 => "discover",
+    };
+    let script = Script::python("gateway_client.py", &[&url, &token("alice"), how]);
+    let expected = Expected {
+        era,
+        abort_reason: match era {
+            // The reason the SDK's notifications/cancelled gives.
+            Era::V2025 => "caller cancelled",
+            // A closed stream has no reason: the gateway says what happened.
+            Era::V2026 => "client: the caller went away",
+        },
+        abort_outcome: "cancelled",
+        cancel_by,
+    };
+    run_scenarios(&gateway, upstream, script, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2026_07_28_through_a_stdio_upstream() {
+    python_sdk(&StdioDemo, Era::V2026, CancelBy::RunId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2025_11_25_through_a_stdio_upstream() {
+    python_sdk(&StdioDemo, Era::V2025, CancelBy::BareId).await;
+}

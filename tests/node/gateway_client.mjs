@@ -1,0 +1,248 @@
+// An MCP client on the official TypeScript SDK (pinned in package.json) against the cancelkit
+// gateway's `/mcp` endpoint over Streamable HTTP (MCP 2025-11-25: an Mcp-Session-Id session, a
+// cancel is a POSTed notifications/cancelled). Driven by gateway/tests/sdk_typescript.rs.
+//
+//     node gateway_client.mjs URL TOKEN
+//
+// In order: connect (`connected`), list the tools (`list_tools`), call `demo-echo` (`echo`);
+// call `demo-sleep {seconds: 0.5}` with `onprogress` (`progress`); client abort: call
+// `demo-sleep {seconds: 30}` and, at its first progress (the upstream tool is running), abort
+// it with an AbortController (`client_abort`), then wait for a line on stdin so the test can
+// check the gateway and the upstream; API cancel: call `demo-sleep {seconds: 30}` and, at its
+// first progress, print `api_cancel_ready` with the request id, then report how the call ends
+// once the test cancelled it through the gateway's API (`api_cancel`); call `demo-echo` again
+// (`echo`), wait for late messages, and print `wire`: every HTTP exchange with the gateway, with
+// every JSON-RPC message the gateway sent on each response body (read below the SDK, from the
+// bytes) and how each body ended.
+//
+// Prints JSON lines, each an object with an "event" member. Everything runs under a hard time
+// limit; stdin closing early ends the script.
+import readline from "node:readline";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const WHOLE_RUN_LIMIT_MS = 40_000;
+const CALL_LIMIT_MS = 15_000;
+const LATE_MESSAGE_WAIT_MS = 300;
+
+const [url, token] = process.argv.slice(2);
+if (!url || !token) {
+  console.error("usage: node gateway_client.mjs URL TOKEN");
+  process.exit(2);
+}
+
+const t0 = Date.now();
+const emit = (event, fields = {}) => console.log(JSON.stringify({ event, ms: Date.now() - t0, ...fields }));
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Every HTTP exchange, recorded below the SDK.
+const exchanges = [];
+const wire = () => exchanges.map((e) => ({ ...e, messages: messagesOf(e), body: undefined }));
+const limit = setTimeout(() => {
+  emit("timeout", { limitMs: WHOLE_RUN_LIMIT_MS });
+  emit("wire", { exchanges: wire() });
+  process.exit(3);
+}, WHOLE_RUN_LIMIT_MS);
+
+function messagesOf(exchange) {
+  const text = exchange.body;
+  if (!(exchange.contentType ?? "").startsWith("text/event-stream")) {
+    if (!text.trim()) return [];
+    try { return [JSON.parse(text)]; } catch { return [{ unparsed: text }]; }
+  }
+  const found = [];
+  let data = [];
+  for (const line of text.replace(/\r\n/g, "\n").split("\n")) {
+    if (line === "") {
+      if (data.length) {
+        const joined = data.join("\n");
+        try { found.push(JSON.parse(joined)); } catch { found.push({ unparsed: joined }); }
+      }
+      data = [];
+    } else if (line.startsWith("data:")) {
+      data.push(line.slice(5).replace(/^ /, ""));
+    }
+  }
+  return found;
+}
+
+// A fetch that records each request and passes the response body through a recorder: a
+// ReadableStream pulling from the original, so a cancel by the SDK reaches the connection
+// just as it would without the tap.
+async function tapFetch(input, init = {}) {
+  const headers = new Headers(init.headers);
+  let request = null;
+  if (typeof init.body === "string") {
+    try { request = JSON.parse(init.body); } catch { request = init.body; }
+  }
+  const exchange = {
+    method: init.method ?? "GET",
+    request,
+    session: headers.get("mcp-session-id"),
+    status: null,
+    contentType: null,
+    body: "",
+    ended: null,
+    startedMs: Date.now() - t0,
+    endedMs: null,
+  };
+  exchanges.push(exchange);
+  const response = await fetch(input, init);
+  exchange.status = response.status;
+  exchange.contentType = response.headers.get("content-type");
+  if (!response.body) {
+    exchange.ended = "eof";
+    exchange.endedMs = Date.now() - t0;
+    return response;
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const end = (how) => {
+    if (exchange.ended === null) {
+      exchange.ended = how;
+      exchange.endedMs = Date.now() - t0;
+    }
+  };
+  const body = new ReadableStream({
+    async pull(controller) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) {
+          end("eof");
+          controller.close();
+          return;
+        }
+        exchange.body += decoder.decode(value, { stream: true });
+        controller.enqueue(value);
+      } catch (error) {
+        end(`error: ${error}`);
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      end("client");
+      await reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+const input = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+async function waitForGo(step) {
+  emit("waiting", { step });
+  const { done } = await input.next();
+  if (done) throw new Error(`stdin closed while waiting after ${step}`);
+}
+
+const errorOf = (error) => ({ code: error?.code ?? null, message: error?.message ?? String(error), data: error?.data ?? null });
+const textOf = (result) => result?.content?.find((c) => c.type === "text")?.text ?? null;
+const lastCall = (tool) => {
+  for (let i = exchanges.length - 1; i >= 0; i--) {
+    const request = exchanges[i].request;
+    if (request?.method === "tools/call" && request?.params?.name === tool) return request.id;
+  }
+  return null;
+};
+
+// A 30 s demo-sleep; resolves `running` at its first progress (the upstream tool is running).
+function slowCall(client, signal) {
+  let progressCount = 0;
+  let markRunning;
+  const running = new Promise((resolve) => { markRunning = resolve; });
+  const call = client.callTool(
+    { name: "demo-sleep", arguments: { seconds: 30 } },
+    undefined,
+    { signal, timeout: CALL_LIMIT_MS, onprogress: () => { progressCount += 1; markRunning(); } },
+  );
+  const outcome = call.then(
+    (result) => ({ state: "completed", text: textOf(result) }),
+    (error) => ({ state: "rejected", error: errorOf(error) }),
+  );
+  outcome.then(() => markRunning());
+  return { running, outcome, progress: () => progressCount };
+}
+
+const transport = new StreamableHTTPClientTransport(new URL(url), {
+  requestInit: { headers: { authorization: `Bearer ${token}` } },
+  fetch: tapFetch,
+});
+const client = new Client({ name: "cancelkit-gateway-ts", version: "1.0.0" });
+try {
+  await client.connect(transport);
+  emit("connected", { protocolVersion: transport.protocolVersion ?? null, server: client.getServerVersion() ?? null, sessionId: transport.sessionId ?? null });
+
+  try {
+    const listed = await client.listTools();
+    emit("list_tools", { tools: listed.tools.map((t) => t.name) });
+  } catch (error) {
+    emit("list_tools", { error: errorOf(error) });
+  }
+
+  const echo = async (text) => {
+    try {
+      const result = await client.callTool({ name: "demo-echo", arguments: { text } });
+      emit("echo", { text: textOf(result), isError: result.isError ?? false, meta: result._meta ?? null });
+    } catch (error) {
+      emit("echo", { error: errorOf(error) });
+    }
+  };
+  await echo("hello");
+
+  {
+    const updates = [];
+    try {
+      const result = await client.callTool(
+        { name: "demo-sleep", arguments: { seconds: 0.5 } },
+        undefined,
+        { timeout: CALL_LIMIT_MS, onprogress: (p) => updates.push(p) },
+      );
+      emit("progress", { updates, text: textOf(result), isError: result.isError ?? false });
+    } catch (error) {
+      emit("progress", { updates, error: errorOf(error) });
+    }
+  }
+
+  {
+    const controller = new AbortController();
+    const started = Date.now();
+    const call = slowCall(client, controller.signal);
+    await call.running;
+    controller.abort("user pressed stop");
+    const outcome = await call.outcome;
+    emit("client_abort", {
+      requestId: lastCall("demo-sleep"),
+      outcome: outcome.state,
+      error: outcome.error ?? null,
+      progressBeforeAbort: call.progress(),
+      abortedAfterMs: Date.now() - started,
+    });
+  }
+  await waitForGo("client_abort");
+
+  {
+    const started = Date.now();
+    const call = slowCall(client, undefined);
+    await call.running;
+    if (call.progress() > 0) emit("api_cancel_ready", { requestId: lastCall("demo-sleep") });
+    const outcome = await call.outcome;
+    emit("api_cancel", {
+      requestId: lastCall("demo-sleep"),
+      outcome: outcome.state,
+      error: outcome.error ?? null,
+      text: outcome.text ?? null,
+      afterMs: Date.now() - started,
+    });
+  }
+
+  await echo("still serving");
+  // Give a late message for a cancelled call every chance to arrive.
+  await sleep(LATE_MESSAGE_WAIT_MS);
+  await transport.terminateSession().catch((error) => emit("terminate", { error: errorOf(error) }));
+  await client.close();
+} catch (error) {
+  emit("failed", { error: errorOf(error), stack: error?.stack ?? null });
+} finally {
+  clearTimeout(limit);
+  emit("wire", { exchanges: wire() });
+  process.exit(0);
+}

@@ -1,0 +1,329 @@
+"""An MCP client on the official Python SDK (mcp 2.x, pinned in requirements.txt) against the
+cancelkit gateway's `/mcp` endpoint over Streamable HTTP. Driven by gateway/tests/sdk_python.rs.
+
+    python gateway_client.py URL TOKEN ERA
+
+ERA is `discover` (MCP 2026-07-28: ClientSession.discover(), no session, every request stamped
+in params._meta; a cancel closes the request's POST stream) or `initialize` (2025-11-25:
+ClientSession.initialize(), an Mcp-Session-Id session; a cancel is a POSTed
+notifications/cancelled). The SDK's streamable HTTP transport picks the era from what the
+session negotiated: after discover() it aborts the cancelled request's POST and swallows the
+notification, after initialize() it POSTs the notification.
+
+The script, in order:
+  1. connects (`connected`), lists the tools (`list_tools`), calls `demo-echo` (`echo`);
+  2. calls `demo-sleep {seconds: 0.5}` with a progress callback (`progress`);
+  3. client abort: calls `demo-sleep {seconds: 30}` with a progress callback and, at its first
+     progress (the upstream tool is running), cancels the anyio scope the call awaits in
+     (`client_abort`); then waits for a line on stdin, so the test can check the gateway and
+     the upstream before it goes on;
+  4. API cancel: calls `demo-sleep {seconds: 30}` the same way and, at its first progress,
+     prints `api_cancel_ready` with the request id; the test cancels it through the gateway's
+     cancellation API; the call's outcome is `api_cancel` (an MCPError, we expect -32800);
+  5. calls `demo-echo` again (`echo`), waits for late messages, and prints `wire`: every HTTP
+     exchange with the gateway, with every JSON-RPC message the gateway sent on each response
+     body (read from the raw bytes, below the SDK) and how each body ended.
+
+Prints JSON lines, each an object with an "event" member. Everything runs under a hard time
+limit; stdin closing early ends the script.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+WHOLE_RUN_LIMIT_S = 40.0
+CALL_LIMIT_S = 15.0
+LATE_MESSAGE_WAIT_S = 0.3
+PROGRESS_SLEEP_S = 0.5
+SLOW_SLEEP_S = 30
+
+T0 = time.monotonic()
+
+
+def ms() -> float:
+    return round((time.monotonic() - T0) * 1000, 1)
+
+
+def emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, "ms": ms(), **fields}), flush=True)
+
+
+class Exchange:
+    """One HTTP request to the gateway and what came back on its body, byte for byte."""
+
+    def __init__(self, request: httpx2.Request) -> None:
+        self.method = request.method
+        self.started_ms = ms()
+        body = request.content if request.method == "POST" else b""
+        try:
+            self.request = json.loads(body) if body else None
+        except ValueError:
+            self.request = body.decode("utf-8", "replace")
+        self.session = request.headers.get("mcp-session-id")
+        self.status: int | None = None
+        self.content_type: str | None = None
+        self.body = bytearray()
+        # "eof": the gateway ended the body; "client": the client closed it first.
+        self.ended: str | None = None
+        self.ended_ms: float | None = None
+
+    def messages(self) -> list[Any]:
+        """The JSON-RPC messages of the body: each SSE event's data, or the JSON body."""
+        text = self.body.decode("utf-8", "replace")
+        if not (self.content_type or "").startswith("text/event-stream"):
+            try:
+                return [json.loads(text)] if text.strip() else []
+            except ValueError:
+                return [{"unparsed": text}]
+        found: list[Any] = []
+        data: list[str] = []
+        for line in text.replace("\r\n", "\n").split("\n"):
+            if line == "":
+                if data:
+                    joined = "\n".join(data)
+                    try:
+                        found.append(json.loads(joined))
+                    except ValueError:
+                        found.append({"unparsed": joined})
+                data = []
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+        # An event cut off before its blank line never reached the client as a message.
+        return found
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "request": self.request,
+            "session": self.session,
+            "status": self.status,
+            "contentType": self.content_type,
+            "messages": self.messages(),
+            "ended": self.ended,
+            "startedMs": self.started_ms,
+            "endedMs": self.ended_ms,
+        }
+
+
+class TeeStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, exchange: Exchange) -> None:
+        self.inner = inner
+        self.exchange = exchange
+
+    async def __aiter__(self):  # type: ignore[override]
+        async for chunk in self.inner:
+            self.exchange.body.extend(chunk)
+            yield chunk
+        if self.exchange.ended is None:
+            self.exchange.ended = "eof"
+            self.exchange.ended_ms = ms()
+
+    async def aclose(self) -> None:
+        if self.exchange.ended is None:
+            self.exchange.ended = "client"
+            self.exchange.ended_ms = ms()
+        await self.inner.aclose()
+
+
+class TapTransport(httpx2.AsyncBaseTransport):
+    """Records every exchange below the SDK (what the gateway really sent, not what the SDK's
+    transport made of it: it synthesizes errors for streams that end without a response)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx2.AsyncHTTPTransport(trust_env=False)
+        self.exchanges: list[Exchange] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        exchange = Exchange(request)
+        self.exchanges.append(exchange)
+        response = await self.inner.handle_async_request(request)
+        exchange.status = response.status_code
+        exchange.content_type = response.headers.get("content-type")
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=TeeStream(response.stream, exchange),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def last_call(self, tool: str) -> Any:
+        """The id of the latest tools/call of `tool` POSTed."""
+        for exchange in reversed(self.exchanges):
+            request = exchange.request
+            if (
+                isinstance(request, dict)
+                and request.get("method") == "tools/call"
+                and request.get("params", {}).get("name") == tool
+            ):
+                return request.get("id")
+        return None
+
+
+def text_of(result: types.CallToolResult) -> str | None:
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            return block.text
+    return None
+
+
+def error_of(error: BaseException) -> dict[str, Any]:
+    if isinstance(error, MCPError):
+        return {"code": error.code, "message": error.message, "data": error.data}
+    return {"type": type(error).__name__, "repr": repr(error)}
+
+
+async def wait_for_go(step: str) -> None:
+    emit("waiting", step=step)
+    line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+    if not line:
+        raise SystemExit(f"stdin closed while waiting after {step}")
+
+
+async def connect(session: ClientSession, era: str) -> None:
+    if era == "discover":
+        result = await session.discover()
+        emit(
+            "connected",
+            via="discover",
+            protocolVersion=session.protocol_version,
+            supportedVersions=result.supported_versions,
+        )
+    else:
+        result = await session.initialize()
+        emit("connected", via="initialize", protocolVersion=result.protocol_version)
+
+
+async def echo(session: ClientSession, text: str) -> None:
+    try:
+        result = await session.call_tool("demo-echo", {"text": text})
+        emit("echo", text=text_of(result), isError=result.is_error, meta=result.meta)
+    except Exception as error:
+        emit("echo", error=error_of(error))
+
+
+async def progress_call(session: ClientSession) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append({"progress": progress, "total": total, "message": message})
+
+    try:
+        with anyio.fail_after(CALL_LIMIT_S):
+            result = await session.call_tool(
+                "demo-sleep", {"seconds": PROGRESS_SLEEP_S}, progress_callback=on_progress
+            )
+        emit("progress", updates=seen, text=text_of(result), isError=result.is_error)
+    except Exception as error:
+        emit("progress", updates=seen, error=error_of(error))
+
+
+async def slow_call(session: ClientSession, first_progress: anyio.Event, outcome: dict[str, Any]) -> None:
+    """A 30 s demo-sleep; `first_progress` is set when the upstream reports running."""
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        outcome["progress"] = outcome.get("progress", 0) + 1
+        first_progress.set()
+
+    outcome["state"] = "running"
+    try:
+        result = await session.call_tool("demo-sleep", {"seconds": SLOW_SLEEP_S}, progress_callback=on_progress)
+        outcome.update(state="completed", text=text_of(result))
+    except anyio.get_cancelled_exc_class():
+        outcome["state"] = "cancelled"
+        raise
+    except Exception as error:
+        outcome.update(state="rejected", error=error_of(error))
+    finally:
+        first_progress.set()
+
+
+async def client_abort(session: ClientSession, tap: TapTransport) -> None:
+    first_progress = anyio.Event()
+    outcome: dict[str, Any] = {}
+    started = time.monotonic()
+    with anyio.fail_after(CALL_LIMIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call, session, first_progress, outcome)
+            await first_progress.wait()
+            # The user pressing stop: cancel the scope the call awaits in.
+            tg.cancel_scope.cancel()
+    emit(
+        "client_abort",
+        requestId=tap.last_call("demo-sleep"),
+        outcome=outcome.get("state"),
+        detail=outcome.get("text") or outcome.get("error"),
+        progressBeforeAbort=outcome.get("progress", 0),
+        abortedAfterMs=round((time.monotonic() - started) * 1000, 1),
+    )
+
+
+async def api_cancel(session: ClientSession, tap: TapTransport) -> None:
+    first_progress = anyio.Event()
+    outcome: dict[str, Any] = {}
+    started = time.monotonic()
+    with anyio.fail_after(CALL_LIMIT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call, session, first_progress, outcome)
+            await first_progress.wait()
+            if outcome.get("state") == "running":
+                emit("api_cancel_ready", requestId=tap.last_call("demo-sleep"))
+    emit(
+        "api_cancel",
+        requestId=tap.last_call("demo-sleep"),
+        outcome=outcome.get("state"),
+        error=outcome.get("error"),
+        text=outcome.get("text"),
+        afterMs=round((time.monotonic() - started) * 1000, 1),
+    )
+
+
+async def run(url: str, token: str, era: str) -> None:
+    tap = TapTransport()
+    http = httpx2.AsyncClient(
+        headers={"authorization": f"Bearer {token}"},
+        transport=tap,
+        trust_env=False,
+        timeout=httpx2.Timeout(30.0, read=300.0),
+    )
+    try:
+        with anyio.fail_after(WHOLE_RUN_LIMIT_S):
+            async with http, streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await connect(session, era)
+                    try:
+                        listed = await session.list_tools()
+                        emit("list_tools", tools=[tool.name for tool in listed.tools])
+                    except Exception as error:
+                        emit("list_tools", error=error_of(error))
+                    await echo(session, "hello")
+                    await progress_call(session)
+                    await client_abort(session, tap)
+                    await wait_for_go("client_abort")
+                    await api_cancel(session, tap)
+                    await echo(session, "still serving")
+                    # Give a late message for a cancelled call every chance to arrive.
+                    await anyio.sleep(LATE_MESSAGE_WAIT_S)
+    finally:
+        emit("wire", exchanges=[e.report() for e in tap.exchanges])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[3] not in ("discover", "initialize"):
+        raise SystemExit(f"usage: {sys.argv[0]} URL TOKEN discover|initialize")
+    anyio.run(run, sys.argv[1], sys.argv[2], sys.argv[3])
