@@ -223,7 +223,11 @@ fn notification(app: &App, caller: &Caller, era: &Era, method: &str, params: &Va
             channel: Arc::clone(&session.id),
             id,
         };
-        runs.cancel_key(&key, CancelSource::Client, reason);
+        // The notification may overtake its tools/call (another POST): then the call is
+        // cancelled as soon as it registers.
+        session.cancel_or_remember(&key.id, reason, |reason| {
+            runs.cancel_key(&key, CancelSource::Client, reason)
+        });
     }
     // Every other notification (initialized, progress, roots changed...) is accepted.
     StatusCode::ACCEPTED.into_response()
@@ -359,7 +363,7 @@ async fn tools_call(
     let request = CallRequest {
         caller,
         channel,
-        id,
+        id: id.clone(),
         params,
         progress: Some(progress_tx),
     };
@@ -367,6 +371,12 @@ async fn tools_call(
         Ok(call) => call,
         Err(response) => return json_response(StatusCode::OK, finish(response)),
     };
+    // 2025-11-25: the client's notifications/cancelled for this call came first.
+    if let (Some(session), Some(runs), Some(run_id)) = (&session, &app.runs, call.run_id())
+        && let Some(reason) = session.take_early_cancel(&id)
+    {
+        runs.cancel_live(run_id, CancelSource::Client, reason);
+    }
     let stream = CallStream::new(call, progress_rx, session, finish);
     Sse::new(stream).into_response()
 }

@@ -4,11 +4,17 @@
 //! Bound: at most `max_sessions` at once. At the bound, sessions unused for
 //! [`IDLE_EXPIRY`] are ended first; if none is, `initialize` is refused with 429 (retry later)
 //! rather than ending a session in use.
+//!
+//! A session also remembers, briefly, the `notifications/cancelled` that named a request it has
+//! not seen yet: on Streamable HTTP the notification and the request travel in separate POSTs,
+//! so the cancel can overtake the call it cancels (the TypeScript SDK's immediate abort does).
+//! At most [`EARLY_CANCELS`] are kept, each for [`EARLY_CANCEL_TTL`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use cancelkit::protocol::jsonrpc::RequestId;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -17,6 +23,18 @@ pub const IDLE_EXPIRY: Duration = Duration::from_secs(3600);
 /// How many messages wait for a session's GET stream; beyond, the oldest undelivered result is
 /// dropped with a warning (its client did not keep a stream open to receive it).
 pub const GET_STREAM_BUFFER: usize = 256;
+/// How long a cancel for a request the session has not seen yet waits for it.
+pub const EARLY_CANCEL_TTL: Duration = Duration::from_secs(10);
+/// How many such cancels a session keeps (the oldest are forgotten first).
+pub const EARLY_CANCELS: usize = 64;
+
+/// A `notifications/cancelled` whose request has not arrived (yet).
+#[derive(Debug)]
+struct EarlyCancel {
+    at: Instant,
+    id: RequestId,
+    reason: Option<String>,
+}
 
 /// One session.
 #[derive(Debug)]
@@ -29,6 +47,7 @@ pub struct Session {
     pub version: String,
     last_seen: Mutex<Instant>,
     get_stream: Mutex<Option<mpsc::Sender<Value>>>,
+    early_cancels: Mutex<VecDeque<EarlyCancel>>,
 }
 
 impl Session {
@@ -48,6 +67,39 @@ impl Session {
         let (tx, rx) = mpsc::channel(GET_STREAM_BUFFER);
         *self.get_stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         rx
+    }
+
+    /// A client's cancel of request `id`: `cancel` tries the run; if there is none (yet), the
+    /// cancel is kept for [`Session::take_early_cancel`]. Serialized with it, so a call that
+    /// registers while the cancel is being handled sees it one way or the other.
+    pub fn cancel_or_remember(
+        &self,
+        id: &RequestId,
+        reason: Option<String>,
+        cancel: impl FnOnce(Option<String>) -> bool,
+    ) {
+        let mut early = self.early_cancels.lock().unwrap_or_else(|e| e.into_inner());
+        if cancel(reason.clone()) {
+            return;
+        }
+        early.retain(|c| c.at.elapsed() < EARLY_CANCEL_TTL);
+        if early.len() >= EARLY_CANCELS {
+            early.pop_front();
+        }
+        early.push_back(EarlyCancel {
+            at: Instant::now(),
+            id: id.clone(),
+            reason,
+        });
+    }
+
+    /// The cancel that arrived for `id` before its call did, if any (call it once the call's run
+    /// is registered): `Some(reason)`.
+    pub fn take_early_cancel(&self, id: &RequestId) -> Option<Option<String>> {
+        let mut early = self.early_cancels.lock().unwrap_or_else(|e| e.into_inner());
+        early.retain(|c| c.at.elapsed() < EARLY_CANCEL_TTL);
+        let index = early.iter().position(|c| c.id == *id)?;
+        early.remove(index).map(|c| c.reason)
     }
 
     /// Sends a message on the GET stream, if one is open; returns whether it was queued.
@@ -101,6 +153,7 @@ impl Sessions {
             version: version.to_owned(),
             last_seen: Mutex::new(Instant::now()),
             get_stream: Mutex::new(None),
+            early_cancels: Mutex::new(VecDeque::new()),
         });
         map.insert(id, Arc::clone(&session));
         Ok(session)
@@ -158,5 +211,30 @@ mod tests {
         );
         assert!(sessions.remove(&a.id, "alice").is_some());
         assert!(sessions.create(&alice, "2025-11-25").is_ok());
+    }
+
+    #[test]
+    fn a_cancel_that_overtakes_its_call_waits_for_it() {
+        let sessions = Sessions::new(1);
+        let session = sessions.create(&Arc::from("alice"), "2025-11-25").unwrap();
+        session.cancel_or_remember(&RequestId::Number(7), Some("stop".into()), |_| false);
+        // Typed: "7" is another request.
+        assert_eq!(
+            session.take_early_cancel(&RequestId::String("7".into())),
+            None
+        );
+        assert_eq!(
+            session.take_early_cancel(&RequestId::Number(7)),
+            Some(Some("stop".into()))
+        );
+        assert_eq!(session.take_early_cancel(&RequestId::Number(7)), None);
+        // A cancel that found its run is not kept.
+        session.cancel_or_remember(&RequestId::Number(8), None, |_| true);
+        assert_eq!(session.take_early_cancel(&RequestId::Number(8)), None);
+        for n in 0..(EARLY_CANCELS as i64 + 1) {
+            session.cancel_or_remember(&RequestId::Number(100 + n), None, |_| false);
+        }
+        assert_eq!(session.take_early_cancel(&RequestId::Number(100)), None);
+        assert!(session.take_early_cancel(&RequestId::Number(101)).is_some());
     }
 }
