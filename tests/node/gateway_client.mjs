@@ -10,10 +10,12 @@
 // it with an AbortController (`client_abort`), then wait for a line on stdin so the test can
 // check the gateway and the upstream; API cancel: call `demo-sleep {seconds: 30}` and, at its
 // first progress, print `api_cancel_ready` with the request id, then report how the call ends
-// once the test cancelled it through the gateway's API (`api_cancel`); call `demo-echo` again
-// (`echo`), wait for late messages, and print `wire`: every HTTP exchange with the gateway, with
-// every JSON-RPC message the gateway sent on each response body (read below the SDK, from the
-// bytes) and how each body ended.
+// once the test cancelled it through the gateway's API (`api_cancel`), and wait on stdin again;
+// call `demo-echo` again (`echo`); abort a burst of `demo-sleep` calls, each 0 to 2 ms after it
+// is sent, so that some notifications/cancelled overtake their call (`abort_burst`), and wait
+// on stdin again; wait for late messages, and print `wire`: every HTTP exchange with the
+// gateway, with every JSON-RPC message the gateway sent on each response body (read below the
+// SDK, from the bytes) and how each body ended.
 //
 // Prints JSON lines, each an object with an "event" member. Everything runs under a hard time
 // limit; stdin closing early ends the script.
@@ -24,6 +26,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 const WHOLE_RUN_LIMIT_MS = 40_000;
 const CALL_LIMIT_MS = 15_000;
 const LATE_MESSAGE_WAIT_MS = 300;
+const ABORT_BURST = 60;
 
 const [url, token] = process.argv.slice(2);
 if (!url || !token) {
@@ -233,8 +236,28 @@ try {
       afterMs: Date.now() - started,
     });
   }
+  await waitForGo("api_cancel");
 
   await echo("still serving");
+
+  // A burst of calls aborted at once, so that some notifications/cancelled overtake their
+  // tools/call (separate POSTs): every run must still end cancelled.
+  {
+    const first = exchanges.length;
+    const outcomes = {};
+    for (let i = 0; i < ABORT_BURST; i++) {
+      const controller = new AbortController();
+      const call = client
+        .callTool({ name: "demo-sleep", arguments: { seconds: 30 } }, undefined, { signal: controller.signal })
+        .then(() => "completed", () => "rejected");
+      setTimeout(() => controller.abort("burst"), i % 3);
+      const outcome = await call;
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+    }
+    const ids = exchanges.slice(first).filter((e) => e.request?.method === "tools/call").map((e) => e.request.id);
+    emit("abort_burst", { calls: ABORT_BURST, outcomes, ids });
+  }
+  await waitForGo("abort_burst");
   // Give a late message for a cancelled call every chance to arrive.
   await sleep(LATE_MESSAGE_WAIT_MS);
   await transport.terminateSession().catch((error) => emit("terminate", { error: errorOf(error) }));

@@ -20,9 +20,13 @@ The script, in order:
   4. API cancel: calls `demo-sleep {seconds: 30}` the same way and, at its first progress,
      prints `api_cancel_ready` with the request id; the test cancels it through the gateway's
      cancellation API; the call's outcome is `api_cancel` (an MCPError, we expect -32800);
-  5. calls `demo-echo` again (`echo`), waits for late messages, and prints `wire`: every HTTP
-     exchange with the gateway, with every JSON-RPC message the gateway sent on each response
-     body (read from the raw bytes, below the SDK) and how each body ended.
+     then waits on stdin again;
+  5. calls `demo-echo` again (`echo`);
+  6. aborts a burst of `demo-sleep {seconds: 30}` calls, each 1 to 5 ms after it is sent, so
+     that some cancels race their calls (`abort_burst`); then waits on stdin again;
+  7. waits for late messages, and prints `wire`: every HTTP exchange with the gateway, with
+     every JSON-RPC message the gateway sent on each response body (read from the raw bytes,
+     below the SDK) and how each body ended.
 
 Prints JSON lines, each an object with an "event" member. Everything runs under a hard time
 limit; stdin closing early ends the script.
@@ -47,6 +51,7 @@ CALL_LIMIT_S = 15.0
 LATE_MESSAGE_WAIT_S = 0.3
 PROGRESS_SLEEP_S = 0.5
 SLOW_SLEEP_S = 30
+ABORT_BURST = 60
 
 T0 = time.monotonic()
 
@@ -293,6 +298,30 @@ async def api_cancel(session: ClientSession, tap: TapTransport) -> None:
     )
 
 
+async def abort_burst(session: ClientSession, tap: TapTransport) -> None:
+    """Calls aborted right after they are sent (1 to 5 ms), so that some cancels race their
+    calls: every run that starts must still end cancelled."""
+    first = len(tap.exchanges)
+    outcomes: dict[str, int] = {}
+    for i in range(ABORT_BURST):
+        state = "rejected"
+        with anyio.move_on_after(0.001 * (1 + i % 5)) as scope:
+            try:
+                await session.call_tool("demo-sleep", {"seconds": SLOW_SLEEP_S})
+                state = "completed"
+            except Exception:
+                state = "rejected"
+        if scope.cancelled_caught:
+            state = "cancelled"
+        outcomes[state] = outcomes.get(state, 0) + 1
+    ids = [
+        e.request.get("id")
+        for e in tap.exchanges[first:]
+        if isinstance(e.request, dict) and e.request.get("method") == "tools/call"
+    ]
+    emit("abort_burst", calls=ABORT_BURST, outcomes=outcomes, ids=ids)
+
+
 async def run(url: str, token: str, era: str) -> None:
     tap = TapTransport()
     http = httpx2.AsyncClient(
@@ -316,7 +345,10 @@ async def run(url: str, token: str, era: str) -> None:
                     await client_abort(session, tap)
                     await wait_for_go("client_abort")
                     await api_cancel(session, tap)
+                    await wait_for_go("api_cancel")
                     await echo(session, "still serving")
+                    await abort_burst(session, tap)
+                    await wait_for_go("abort_burst")
                     # Give a late message for a cancelled call every chance to arrive.
                     await anyio.sleep(LATE_MESSAGE_WAIT_S)
     finally:

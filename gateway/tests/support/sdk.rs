@@ -555,14 +555,62 @@ pub async fn run_scenarios(
     assert_eq!(run["cancel_reason"], "operator stop", "{run}");
     assert_eq!(cancels_total(gateway, "api").await, 1.0);
     assert_eq!(cancels_total(gateway, "client").await, 1.0);
+    script.go().await;
 
     // The client goes on working.
     let echo = script.expect("echo").await;
     assert_eq!(echo["text"], "still serving", "{}", script.transcript());
 
+    // A burst of calls aborted right after they are sent, some cancels racing their calls:
+    // every run still ends (none is left running its 30 s), before the client closes (ending a
+    // 2025-11-25 session would cancel its runs anyway).
+    let burst = script.expect("abort_burst").await;
+    assert_eq!(
+        burst["outcomes"].get("completed"),
+        None,
+        "{}",
+        script.transcript()
+    );
+    let burst_ids = burst["ids"].as_array().cloned().unwrap_or_default();
+    assert!(!burst_ids.is_empty(), "{}", script.transcript());
+    wait_for_no_runs(gateway, Duration::from_secs(5)).await;
+    script.go().await;
+
     let report = script.finish().await;
     check_wire(&report, era, &aborted_id, &api_id);
+    for id in &burst_ids {
+        assert_eq!(
+            report.responses_to(id),
+            Vec::<&Value>::new(),
+            "no response for an aborted call\n{}",
+            report.transcript
+        );
+    }
     report
+}
+
+/// Waits until no run is in flight (`/health`); panics after `within`.
+pub async fn wait_for_no_runs(gateway: &Gateway, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let health: Value = client()
+            .get(gateway.url("/health"))
+            .send()
+            .await
+            .expect("health request")
+            .json()
+            .await
+            .expect("health body");
+        if health["runs_in_flight"] == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runs still in flight {within:?} after their clients aborted them: {health}\n{}",
+            plain(&gateway.stderr())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// What crossed the wire, below the SDK.
@@ -579,14 +627,16 @@ fn check_wire(report: &Report, era: Era, aborted_id: &Value, api_id: &Value) {
         Era::V2025 => {
             // The SDK POSTed notifications/cancelled (202); the gateway then ended the call's
             // stream without a response.
-            let sent = report.notifications_sent("notifications/cancelled");
-            assert_eq!(sent.len(), 1, "{all}");
-            assert_eq!(sent[0]["params"]["requestId"], *aborted_id, "{all}");
-            let notice = report
+            let notices: Vec<&Value> = report
                 .exchanges
                 .iter()
-                .find(|e| e["request"]["method"] == "notifications/cancelled")
-                .unwrap();
+                .filter(|e| {
+                    e["request"]["method"] == "notifications/cancelled"
+                        && e["request"]["params"]["requestId"] == *aborted_id
+                })
+                .collect();
+            assert_eq!(notices.len(), 1, "{all}");
+            let notice = notices[0];
             assert_eq!(notice["status"], 202, "{notice}");
             assert_eq!(aborted_post["ended"], "eof", "{aborted_post}");
             let session = &report.exchanges[1]["session"];
