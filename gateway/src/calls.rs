@@ -393,15 +393,15 @@ pub fn error_response(id: &RequestId, error: JsonRpcError, run_id: Option<&str>)
 }
 
 /// The answer to a cancelled call: -32800 `Request cancelled`, with the caller's id as it sent
-/// it, the run id, the reason, and `partial: false`.
+/// it, the run id (absent when runs are not tracked), the reason, and `partial: false`.
 pub fn cancelled_response(id: &RequestId, run_id: Option<&str>, reason: Option<&str>) -> Value {
+    let mut data = json!({"requestId": id, "reason": reason, "partial": false});
+    if let Some(run_id) = run_id {
+        data["runId"] = json!(run_id);
+    }
     json!({
         "jsonrpc": "2.0",
         "id": id,
-        "error": {
-            "code": -32800,
-            "message": "Request cancelled",
-            "data": {"requestId": id, "runId": run_id, "reason": reason, "partial": false}
-        }
+        "error": {"code": -32800, "message": "Request cancelled", "data": data}
     })
 }
