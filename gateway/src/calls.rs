@@ -7,6 +7,7 @@
 //! stream does not (its client cancels with `notifications/cancelled`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cancelkit::protocol::jsonrpc::RequestId;
@@ -272,8 +273,13 @@ impl Job {
             arguments,
             progress: progress.is_some().then_some(progress_tx),
         };
-        let upstream_call = scope.run(upstream.call(call));
-        tokio::pin!(upstream_call);
+        // Boxed so that dropping it (below) really drops it; `polled` says whether the call
+        // was ever handed to the upstream (a run cancelled before it started never was).
+        let polled = AtomicBool::new(false);
+        let mut upstream_call = Box::pin(async {
+            polled.store(true, Ordering::Relaxed);
+            scope.run(upstream.call(call)).await
+        });
         let token = run.as_ref().map(|r| r.token().clone()).unwrap_or_default();
         let deadline = tokio::time::sleep(timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
         tokio::pin!(deadline);
@@ -339,7 +345,9 @@ impl Job {
                 });
                 // Dropping the unanswered upstream call is what tells the upstream.
                 drop(upstream_call);
-                metrics::counter!("cancelkit_gateway_upstream_cancels_total", "upstream" => upstream.name().to_owned()).increment(1);
+                if polled.load(Ordering::Relaxed) {
+                    metrics::counter!("cancelkit_gateway_upstream_cancels_total", "upstream" => upstream.name().to_owned()).increment(1);
+                }
                 metrics::histogram!("cancelkit_gateway_cancel_to_stopped_seconds")
                     .record(at.elapsed().as_secs_f64());
                 if let Some(run) = run {
