@@ -2,6 +2,8 @@
 //! the gateway's stderr (where the demo upstream logs its cancels) to wait on.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
