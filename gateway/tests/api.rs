@@ -191,6 +191,14 @@ async fn a_finished_run_keeps_its_status_and_a_late_cancel_is_queued() {
     let still = status(&gateway, "admin", &run_id).await;
     assert_eq!(still.body["state"], "completed");
     assert_eq!(still.body["cancelled"], false);
+    // A call that fails keeps a `failed` status.
+    let failed = rpc(&gateway, "alice", &sleep_call(json!(4), -1.0)).await;
+    assert!(failed.body["error"].is_object(), "{}", failed.text);
+    let failed_run = failed.run_id.clone().expect("Cancelkit-Run-Id on an error");
+    assert_eq!(failed.body["error"]["data"]["runId"], failed_run.as_str());
+    let s = status(&gateway, "admin", &failed_run).await;
+    assert_eq!(s.body["state"], "failed", "{}", s.text);
+    assert_eq!(s.body["cancelled"], false);
     // And the late cancel left nothing behind: the same id runs normally again.
     let next = rpc(&gateway, "alice", &echo_call(json!(3), "again")).await;
     assert_eq!(
@@ -504,7 +512,7 @@ async fn the_callers_own_notification_on_rpc_cancels_its_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tool_timeout_cancels_the_run() {
-    let gateway = gateway_with("[cancellation]\ntool_timeout = \"300ms\"\n");
+    let gateway = gateway_with("[cancellation]\ntool_timeout = \"1s\"\n");
     let started = std::time::Instant::now();
     let reply = rpc(&gateway, "alice", &sleep_call(json!(8), 30.0)).await;
     assert!(

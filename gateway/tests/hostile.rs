@@ -782,6 +782,19 @@ async fn hostile_mcp_requests_are_refused_without_harm() {
         .await;
     assert_eq!(reply.status, 404, "{}", reply.text);
 
+    for sid in ["x".repeat(4000), "../../etc".into(), "\u{e9}t\u{e9}".into()] {
+        let reply = target
+            .send(
+                "odd session id",
+                client()
+                    .post(target.url("/mcp"))
+                    .bearer_auth(&bob)
+                    .header("mcp-session-id", sid.as_bytes())
+                    .json(&echo_call(json!(1), "x")),
+            )
+            .await;
+        assert!([400, 404].contains(&reply.status), "{}", reply.text);
+    }
     let unstamped = target
         .send("unstamped tools/call", post(echo_call(json!(1), "x")))
         .await;
