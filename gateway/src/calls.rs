@@ -7,6 +7,7 @@
 //! stream does not (its client cancels with `notifications/cancelled`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cancelkit::protocol::jsonrpc::RequestId;
@@ -272,8 +273,13 @@ impl Job {
             arguments,
             progress: progress.is_some().then_some(progress_tx),
         };
-        // Boxed, so that dropping it (which tells the upstream) happens where we say.
-        let mut upstream_call = Box::pin(scope.run(upstream.call(call)));
+        // Boxed so that dropping it (below) really drops it; `polled` says whether the call
+        // was ever handed to the upstream (a run cancelled before it started never was).
+        let polled = AtomicBool::new(false);
+        let mut upstream_call = Box::pin(async {
+            polled.store(true, Ordering::Relaxed);
+            scope.run(upstream.call(call)).await
+        });
         let token = run.as_ref().map(|r| r.token().clone()).unwrap_or_default();
         let deadline = tokio::time::sleep(timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
         tokio::pin!(deadline);
@@ -339,7 +345,9 @@ impl Job {
                 });
                 // Dropping the unanswered upstream call is what tells the upstream.
                 drop(upstream_call);
-                metrics::counter!("cancelkit_gateway_upstream_cancels_total", "upstream" => upstream.name().to_owned()).increment(1);
+                if polled.load(Ordering::Relaxed) {
+                    metrics::counter!("cancelkit_gateway_upstream_cancels_total", "upstream" => upstream.name().to_owned()).increment(1);
+                }
                 metrics::histogram!("cancelkit_gateway_cancel_to_stopped_seconds")
                     .record(at.elapsed().as_secs_f64());
                 if let Some(run) = run {
@@ -393,15 +401,15 @@ pub fn error_response(id: &RequestId, error: JsonRpcError, run_id: Option<&str>)
 }
 
 /// The answer to a cancelled call: -32800 `Request cancelled`, with the caller's id as it sent
-/// it, the run id, the reason, and `partial: false`.
+/// it, the run id (absent when runs are not tracked), the reason, and `partial: false`.
 pub fn cancelled_response(id: &RequestId, run_id: Option<&str>, reason: Option<&str>) -> Value {
+    let mut data = json!({"requestId": id, "reason": reason, "partial": false});
+    if let Some(run_id) = run_id {
+        data["runId"] = json!(run_id);
+    }
     json!({
         "jsonrpc": "2.0",
         "id": id,
-        "error": {
-            "code": -32800,
-            "message": "Request cancelled",
-            "data": {"requestId": id, "runId": run_id, "reason": reason, "partial": false}
-        }
+        "error": {"code": -32800, "message": "Request cancelled", "data": data}
     })
 }

@@ -116,14 +116,15 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// Whether the API's `requestId` names this run: its run id, or its JSON-RPC id — a string
-    /// id equal to `selector`, or an integer id that `selector` spells.
+    /// id equal to `selector`, or an integer id that `selector` spells as JSON does (`1`, never
+    /// `01` or `+1`).
     pub fn matches(&self, selector: &str) -> bool {
         if self.run_id == selector {
             return true;
         }
         match &self.request_id {
             RequestId::String(s) => s == selector,
-            RequestId::Number(n) => selector.parse::<i64>().is_ok_and(|m| m == *n),
+            RequestId::Number(n) => selector == n.to_string(),
         }
     }
 
@@ -200,6 +201,7 @@ mod tests {
         let string = record(RequestId::String("1".into()));
         assert!(number.matches("1") && string.matches("1"));
         assert!(!number.matches("01x") && !string.matches("01"));
+        assert!(!number.matches("01") && !number.matches("+1") && !number.matches(" 1"));
         assert!(number.matches(&number.run_id) && !string.matches(&number.run_id));
         assert!(is_run_id(&number.run_id) && !is_run_id("run-xyz") && !is_run_id("1"));
     }
