@@ -36,6 +36,7 @@ fn assert_status_keys(body: &Value) {
         keys,
         [
             "cancel_reason",
+            "cancel_source",
             "cancelled",
             "cancelled_at",
             "name",
@@ -64,6 +65,7 @@ async fn an_api_cancel_stops_the_run_answers_minus_32800_and_is_idempotent() {
     assert_eq!(before.body["cancelled"], false);
     assert_eq!(before.body["cancelled_at"], Value::Null);
     assert_eq!(before.body["cancel_reason"], Value::Null);
+    assert_eq!(before.body["cancel_source"], Value::Null);
     let registered_at = before.body["registered_at"].as_f64().expect("a float");
 
     let reply = cancel(&gateway, "admin", &run_id, Some("operator says stop")).await;
@@ -86,6 +88,7 @@ async fn an_api_cancel_stops_the_run_answers_minus_32800_and_is_idempotent() {
     assert_status_keys(&after.body);
     assert_eq!(after.body["cancelled"], true);
     assert_eq!(after.body["cancel_reason"], "operator says stop");
+    assert_eq!(after.body["cancel_source"], "api");
     assert_eq!(after.body["state"], "cancelled");
     assert_eq!(after.body["registered_at"].as_f64(), Some(registered_at));
     let cancelled_at = after.body["cancelled_at"].as_f64().expect("a float");
@@ -508,6 +511,7 @@ async fn the_callers_own_notification_on_rpc_cancels_its_run() {
     let s = status(&gateway, "alice", &run_id).await;
     assert_eq!(s.body["state"], "cancelled");
     assert_eq!(s.body["cancel_reason"], "changed my mind");
+    assert_eq!(s.body["cancel_source"], "client");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

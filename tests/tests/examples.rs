@@ -65,7 +65,7 @@ bindings! {
         CancelTaskResult, CancelTaskResponse,
     ],
     "rap" => rap [ToolInvocation, ToolResult, ToolCancellation],
-    "gateway" => gateway [CancelRunRequest, CancelStatus, CancelRunResponse, RunStatus, NotFound],
+    "gateway" => gateway [CancelRunRequest, CancelStatus, CancelRunResponse, RunStatus, RunState, CancelSource, NotFound],
 }
 
 /// Invalid examples the generated type accepts, because serde cannot express the constraint.

@@ -128,8 +128,8 @@ impl RunRecord {
         }
     }
 
-    /// The status body of `GET /cancellation/status/{id}`: the seed's fields, plus `state` and
-    /// `run_id`; never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
+    /// The status body of `GET /cancellation/status/{id}`: the seed's fields, plus `state`,
+    /// `cancel_source` and `run_id`; never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
     /// when null (the schema's `RunStatus` allows leaving them out, as ContextForge does before
     /// a cancel; clients find them more easily this way).
     pub fn status_body(&self) -> serde_json::Value {
@@ -139,6 +139,7 @@ impl RunRecord {
             "cancelled": self.cancelled_at.is_some(),
             "cancelled_at": self.cancelled_at,
             "cancel_reason": self.cancel_reason,
+            "cancel_source": self.cancel_source.map(CancelSource::as_str),
             "state": self.state.as_str(),
             "run_id": self.run_id,
         })
