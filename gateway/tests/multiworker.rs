@@ -206,14 +206,7 @@ async fn three_workers_share_cancels_status_and_authorization_and_survive_redis_
     );
     let (code, _) = status(&c, "admin", "8").await;
     assert!(code.as_u16() < 500, "status while Redis is away: {code}");
-    let metrics = client()
-        .get(b.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::metrics(&b).await;
     assert!(
         metrics.contains("cancelkit_gateway_redis_connected 0"),
         "{metrics}"

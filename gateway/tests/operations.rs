@@ -1,26 +1,13 @@
-//! Operations: SIGTERM drains (runs get the grace, then are cancelled), a stdio upstream that
-//! dies is restarted and the calls it owed are answered with an error, progress reaches the
-//! caller.
+//! Operations: SIGTERM drains (runs get the grace, then are cancelled), and a stdio upstream
+//! that dies is restarted while the calls it owed are answered with an error.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::{Gateway, Options, client, config, token, tools_call};
-
-async fn call(gateway: &Gateway, id: i64, tool: &str, arguments: Value) -> Value {
-    client()
-        .post(gateway.url("/rpc"))
-        .bearer_auth(token("alice"))
-        .json(&tools_call(json!(id), tool, arguments))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
+use serde_json::json;
+use support::http::{echo_call, join, rpc, sleep_call, spawn_rpc};
+use support::{Gateway, Options, config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_runs_finish_within_the_grace_then_cancels_the_rest() {
@@ -28,54 +15,27 @@ async fn sigterm_lets_runs_finish_within_the_grace_then_cancels_the_rest() {
         config: config("drain_grace = \"1500ms\""),
         ..Options::default()
     });
-    let base = gateway.base.clone();
-    let short = tokio::spawn({
-        let url = format!("{base}/rpc");
-        async move {
-            client()
-                .post(url)
-                .bearer_auth(token("alice"))
-                .json(&tools_call(json!(1), "demo-sleep", json!({"seconds": 0.5})))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
-    let long = tokio::spawn({
-        let url = format!("{base}/rpc");
-        async move {
-            client()
-                .post(url)
-                .bearer_auth(token("alice"))
-                .json(&tools_call(json!(2), "demo-sleep", json!({"seconds": 30})))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let short = spawn_rpc(&gateway, "alice", sleep_call(json!(1), 0.5));
+    let long = spawn_rpc(&gateway, "alice", sleep_call(json!(2), 30.0));
     gateway.wait_for_stderr("for 30s", Duration::from_secs(10));
     gateway.wait_for_stderr("for 500ms", Duration::from_secs(10));
     let asked = Instant::now();
     gateway.terminate();
     gateway.wait_for_stderr("draining", Duration::from_secs(5));
-    let refused = call(&gateway, 3, "demo-echo", json!({"text": "late"})).await;
+    let refused = rpc(&gateway, "alice", &echo_call(json!(3), "late")).await;
     assert_eq!(
-        refused["error"]["code"], -32050,
-        "a new call while draining: {refused}"
+        refused.body["error"]["code"], -32050,
+        "a new call while draining: {}",
+        refused.text
     );
-    let short = short.await.unwrap();
+    let short = join(short).await;
     assert_eq!(
-        short["result"]["content"][0]["text"], "slept 500ms",
-        "{short}"
+        short.body["result"]["content"][0]["text"], "slept 500ms",
+        "{}",
+        short.text
     );
-    let long = long.await.unwrap();
-    assert_eq!(long["error"]["code"], -32800, "{long}");
+    let long = join(long).await;
+    assert_eq!(long.body["error"]["code"], -32800, "{}", long.text);
     assert!(
         asked.elapsed() >= Duration::from_millis(1400),
         "the long run was cancelled before the grace ran out: {:?}",
@@ -96,21 +56,7 @@ async fn sigterm_lets_runs_finish_within_the_grace_then_cancels_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_stdio_upstream_answers_its_calls_with_an_error_and_comes_back() {
     let gateway = Gateway::start();
-    let pending = tokio::spawn({
-        let url = gateway.url("/rpc");
-        async move {
-            client()
-                .post(url)
-                .bearer_auth(token("alice"))
-                .json(&tools_call(json!(1), "demo-sleep", json!({"seconds": 30})))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let pending = spawn_rpc(&gateway, "alice", sleep_call(json!(1), 30.0));
     gateway.wait_for_stderr("for 30s", Duration::from_secs(10));
     let demo = gateway.children("demo-upstream");
     assert_eq!(demo.len(), 1, "one demo upstream child: {demo:?}");
@@ -118,53 +64,32 @@ async fn a_dead_stdio_upstream_answers_its_calls_with_an_error_and_comes_back() 
         .args(["-KILL", &demo[0].to_string()])
         .status()
         .unwrap();
-    let answer = tokio::time::timeout(Duration::from_secs(5), pending)
+    let answer = tokio::time::timeout(Duration::from_secs(5), join(pending))
         .await
-        .expect("the call owed by the dead upstream is answered")
-        .unwrap();
-    assert_eq!(answer["error"]["code"], -32603, "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap();
+        .expect("the call owed by the dead upstream is answered");
+    assert_eq!(answer.body["error"]["code"], -32603, "{}", answer.text);
+    let message = answer.body["error"]["message"].as_str().unwrap();
     assert!(message.contains("went away"), "{message}");
-    assert!(answer["error"]["data"]["runId"].is_string(), "{answer}");
-    // Restarted with backoff: echo works again.
+    assert!(
+        answer.body["error"]["data"]["runId"].is_string(),
+        "{}",
+        answer.text
+    );
+    // Restarted with backoff: echo works again, from a new process.
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let echo = call(&gateway, 2, "demo-echo", json!({"text": "back"})).await;
-        if echo["result"]["content"][0]["text"] == "back" {
+        let echo = rpc(&gateway, "alice", &echo_call(json!(2), "back")).await;
+        if echo.body["result"]["content"][0]["text"] == "back" {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the upstream did not come back: {echo}"
+            "the upstream did not come back: {}",
+            echo.text
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let demo_again = gateway.children("demo-upstream");
     assert_eq!(demo_again.len(), 1);
     assert_ne!(demo_again, demo, "a new process");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timeout_cancels_the_run_and_the_upstream_work() {
-    let gateway = Gateway::with(Options {
-        config: config("[cancellation]\ntool_timeout = \"300ms\""),
-        ..Options::default()
-    });
-    let answer = call(&gateway, 5, "demo-sleep", json!({"seconds": 30})).await;
-    assert_eq!(answer["error"]["code"], -32800, "{answer}");
-    let reason = answer["error"]["data"]["reason"].as_str().unwrap();
-    assert!(reason.contains("timeout"), "{reason}");
-    gateway.wait_for_stderr("cancelled tools/call sleep", Duration::from_secs(5));
-    let metrics = client()
-        .get(gateway.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("cancelkit_gateway_cancels_total{source=\"timeout\"} 1"),
-        "{metrics}"
-    );
 }

@@ -278,6 +278,18 @@ pub fn client() -> reqwest::Client {
         .expect("http client")
 }
 
+/// The gateway's `/metrics` text.
+pub async fn metrics(gateway: &Gateway) -> String {
+    client()
+        .get(gateway.url("/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
 /// A `tools/call` JSON-RPC request.
 pub fn tools_call(id: Value, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
