@@ -11,8 +11,9 @@
 //! 3. `tools/call` (echo) throughput through the gateway's `/rpc` against calling the same
 //!    upstream directly over stdio with the cancelkit `Peer`, 32 calls in flight for both,
 //!    rounds interleaved (the overhead ratio: HTTP, auth, the run registry, the extra hop);
-//! 4. memory per in-flight run: the gateway's resident set with 2,000 slow calls in flight
-//!    against before, divided by 2,000 (the upstream's own memory is not counted).
+//! 4. memory: the gateway's resident set with 2,000 idle keep-alive connections open against
+//!    before (per connection), then with a slow call in flight on each of them (per run, on
+//!    top of its connection); the upstream's own memory is not counted.
 //!
 //! Prints a table and saves `target/bench/gateway.json`.
 
@@ -365,9 +366,42 @@ async fn direct(calls: usize) -> f64 {
     rate
 }
 
-async fn memory_per_run(http: &reqwest::Client, token: &str) -> (f64, u64, u64) {
+/// What the gateway's resident set says about one in-flight run.
+struct Memory {
+    /// Bytes per open, idle HTTP/1.1 connection (before any run).
+    per_connection: f64,
+    /// Bytes per in-flight run on a connection that was already open.
+    per_run: f64,
+    /// Resident set: at start, with the connections open, with the runs in flight.
+    rss: [u64; 3],
+}
+
+/// Opens `IN_FLIGHT_RUNS` keep-alive connections (one `/health` each), then starts one slow
+/// `tools/call` on each: the resident set after each step, against a fresh worker.
+async fn memory_per_run(token: &str) -> Memory {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let worker = Worker::start("mem", None);
-    // Warm up: a few calls, so lazily built state is there before the baseline.
+    let address = worker.base.trim_start_matches("http://").to_owned();
+    let request = |method: &str, path: &str, body: &str| {
+        format!(
+            "{method} {path} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    async fn read_head(stream: &mut tokio::net::TcpStream) {
+        let mut seen = Vec::new();
+        let mut byte = [0u8; 1024];
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut byte).await.expect("read");
+            assert!(n > 0, "the gateway closed the connection");
+            seen.extend_from_slice(&byte[..n]);
+        }
+    }
+    // Warm up, so lazily built state is there before the baseline.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
     for i in 0..50 {
         let _ = http
             .post(worker.url("/rpc"))
@@ -377,15 +411,27 @@ async fn memory_per_run(http: &reqwest::Client, token: &str) -> (f64, u64, u64) 
             .await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = worker.rss_bytes();
-    let mut pending = Vec::with_capacity(IN_FLIGHT_RUNS);
-    for i in 0..IN_FLIGHT_RUNS {
-        let request = http.post(worker.url("/rpc")).bearer_auth(token).json(&call(
-            1_000_000 + i as u64,
-            "demo-sleep",
-            json!({"seconds": 120}),
-        ));
-        pending.push(tokio::spawn(async move { request.send().await }));
+    let start = worker.rss_bytes();
+    let mut streams = Vec::with_capacity(IN_FLIGHT_RUNS);
+    for _ in 0..IN_FLIGHT_RUNS {
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        stream
+            .write_all(request("GET", "/health", "").as_bytes())
+            .await
+            .expect("write");
+        read_head(&mut stream).await;
+        streams.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let connected = worker.rss_bytes();
+    for (i, stream) in streams.iter_mut().enumerate() {
+        let body = call(1_000_000 + i as u64, "demo-sleep", json!({"seconds": 120})).to_string();
+        stream
+            .write_all(request("POST", "/rpc", &body).as_bytes())
+            .await
+            .expect("write");
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -407,16 +453,14 @@ async fn memory_per_run(http: &reqwest::Client, token: &str) -> (f64, u64, u64) 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let during = worker.rss_bytes();
-    for task in pending {
-        task.abort();
-    }
+    let running = worker.rss_bytes();
+    drop(streams);
     drop(worker);
-    (
-        (during.saturating_sub(before)) as f64 / IN_FLIGHT_RUNS as f64,
-        before,
-        during,
-    )
+    Memory {
+        per_connection: connected.saturating_sub(start) as f64 / IN_FLIGHT_RUNS as f64,
+        per_run: running.saturating_sub(connected) as f64 / IN_FLIGHT_RUNS as f64,
+        rss: [start, connected, running],
+    }
 }
 
 /// Runs the benchmark.
@@ -477,7 +521,8 @@ pub fn run() {
         let (via, straight) = (via[via.len() / 2], straight[straight.len() / 2]);
 
         println!("memory: {IN_FLIGHT_RUNS} slow calls in flight on a fresh worker");
-        let (per_run, before, during) = memory_per_run(&http, &token).await;
+        let memory = memory_per_run(&token).await;
+        let mib = |b: u64| b as f64 / 1048576.0;
 
         let rows = vec![
             Row {
@@ -507,10 +552,17 @@ pub fn run() {
                 cells: vec![format!("{straight:.0}"), String::new()],
             },
             Row {
-                name: "gateway resident memory per in-flight run, bytes".into(),
+                name: "gateway resident memory per open idle HTTP/1.1 connection, bytes".into(),
                 cells: vec![
-                    format!("{per_run:.0}"),
-                    format!("{:.1} → {:.1} MiB for {IN_FLIGHT_RUNS}", before as f64 / 1048576.0, during as f64 / 1048576.0),
+                    format!("{:.0}", memory.per_connection),
+                    format!("{:.1} → {:.1} MiB for {IN_FLIGHT_RUNS}", mib(memory.rss[0]), mib(memory.rss[1])),
+                ],
+            },
+            Row {
+                name: "gateway resident memory per in-flight run (on an open connection), bytes".into(),
+                cells: vec![
+                    format!("{:.0}", memory.per_run),
+                    format!("{:.1} → {:.1} MiB for {IN_FLIGHT_RUNS}", mib(memory.rss[1]), mib(memory.rss[2])),
                 ],
             },
         ];
@@ -523,8 +575,9 @@ pub fn run() {
                 "raw_publish_round_trip_us": {"p50": raw_p50, "p99": raw_p99},
                 "cross_worker_goal_us": {"p50": goal_p50, "p99": goal_p99},
                 "throughput_calls_per_s": {"gateway_rpc": via, "direct_stdio": straight, "ratio": via / straight},
-                "memory_per_in_flight_run_bytes": per_run,
-                "rss_bytes": {"before": before, "during": during, "runs": IN_FLIGHT_RUNS},
+                "memory_per_idle_connection_bytes": memory.per_connection,
+                "memory_per_in_flight_run_bytes": memory.per_run,
+                "rss_bytes": {"start": memory.rss[0], "connections_open": memory.rss[1], "runs_in_flight": memory.rss[2], "count": IN_FLIGHT_RUNS},
             }),
         );
         drop((a, b));
