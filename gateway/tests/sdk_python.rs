@@ -13,14 +13,18 @@
 //! cancellation API: the SDK's call fails with -32800 carrying the run id and `partial: false`;
 //! and the client keeps working.
 //!
-//! Each scenario takes the upstream under test ([`UpstreamUnderTest`]): today the demo upstream
-//! on stdio; a Streamable HTTP upstream is one more implementation and one more test per era.
+//! Each scenario runs through each upstream under test ([`UpstreamUnderTest`]): the demo
+//! upstream on stdio, and rmcp's Streamable HTTP server with the demo's tools ([`HttpDemo`]),
+//! spoken to at 2026-07-28 (the gateway cancels a call upstream by closing its response stream)
+//! and, limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with
+//! its own id for the call); there the upstream's tap shows each stop arrived that way.
 //! Python is required: without it these tests fail, they never skip.
 
 mod support;
 
 use support::sdk::{
-    CancelBy, Era, Expected, Script, StdioDemo, UpstreamUnderTest, run_scenarios, start_gateway,
+    CancelBy, Era, Expected, HttpDemo, Script, StdioDemo, UpstreamUnderTest, run_scenarios,
+    start_gateway,
 };
 use support::token;
 
@@ -55,4 +59,28 @@ async fn python_sdk_2026_07_28_through_a_stdio_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_2025_11_25_through_a_stdio_upstream() {
     python_sdk(&StdioDemo, Era::V2025, CancelBy::BareId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2026_07_28_through_a_2026_07_28_http_upstream() {
+    let upstream = HttpDemo::start(Era::V2026).await;
+    python_sdk(&upstream, Era::V2026, CancelBy::BareId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2026_07_28_through_a_2025_11_25_http_upstream() {
+    let upstream = HttpDemo::start(Era::V2025).await;
+    python_sdk(&upstream, Era::V2026, CancelBy::RunId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2025_11_25_through_a_2026_07_28_http_upstream() {
+    let upstream = HttpDemo::start(Era::V2026).await;
+    python_sdk(&upstream, Era::V2025, CancelBy::RunId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2025_11_25_through_a_2025_11_25_http_upstream() {
+    let upstream = HttpDemo::start(Era::V2025).await;
+    python_sdk(&upstream, Era::V2025, CancelBy::BareId).await;
 }

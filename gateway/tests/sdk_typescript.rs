@@ -11,14 +11,18 @@
 //! cancels another slow sleep through the cancellation API: the call rejects with -32800
 //! carrying the run id and `partial: false`; and the client keeps working.
 //!
-//! The scenario takes the upstream under test ([`UpstreamUnderTest`]): today the demo upstream
-//! on stdio; a Streamable HTTP upstream is one more implementation and one more test.
-//! Node and npm are required: without them this test fails, it never skips.
+//! The scenario runs through each upstream under test ([`UpstreamUnderTest`]): the demo
+//! upstream on stdio, and rmcp's Streamable HTTP server with the demo's tools ([`HttpDemo`]),
+//! spoken to at 2026-07-28 (the gateway cancels a call upstream by closing its response stream)
+//! and, limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with
+//! its own id for the call); there the upstream's tap shows each stop arrived that way.
+//! Node and npm are required: without them these tests fail, they never skip.
 
 mod support;
 
 use support::sdk::{
-    CancelBy, Era, Expected, Script, StdioDemo, UpstreamUnderTest, run_scenarios, start_gateway,
+    CancelBy, Era, Expected, HttpDemo, Script, StdioDemo, UpstreamUnderTest, run_scenarios,
+    start_gateway,
 };
 use support::token;
 
@@ -41,4 +45,16 @@ async fn typescript_sdk(upstream: &dyn UpstreamUnderTest, cancel_by: CancelBy) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_2025_11_25_through_a_stdio_upstream() {
     typescript_sdk(&StdioDemo, CancelBy::BareId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_2025_11_25_through_a_2026_07_28_http_upstream() {
+    let upstream = HttpDemo::start(Era::V2026).await;
+    typescript_sdk(&upstream, CancelBy::RunId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_2025_11_25_through_a_2025_11_25_http_upstream() {
+    let upstream = HttpDemo::start(Era::V2025).await;
+    typescript_sdk(&upstream, CancelBy::BareId).await;
 }

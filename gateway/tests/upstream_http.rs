@@ -7,16 +7,15 @@
 //! legacy tests pin the server to versions up to 2025-11-25 (as a server that does not speak
 //! 2026-07-28), so the connector falls back to `initialize`.
 
-#[path = "upstream_http/rmcp_server.rs"]
-mod rmcp_server;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use cancelkit::{CancelReason, Scope};
 use cancelkit_gateway::upstream::http::HttpUpstream;
 use cancelkit_gateway::upstream::{CallError, ToolCall};
-use rmcp_server::{Era, Server, wait_for};
 use serde_json::{Value, json};
+use support::rmcp_server::{Era, Server, wait_for};
 use tokio::sync::mpsc;
 
 fn call(tool: &str, arguments: Value) -> ToolCall {
@@ -301,6 +300,39 @@ async fn v2025_the_reason_is_the_cancelled_scope_s_cause() {
     let notice = wait_for(&server.log, |e| e["event"] == "notifications/cancelled").await;
     assert_eq!(notice["reason"], "timed out after 7s");
     assert_eq!(notice["requestId"], server.log.started("scoped")["id"]);
+    server.stop();
+}
+
+/// A call dropped after its POST reached the server but before the server took it in: the
+/// first `notifications/cancelled` overtakes the call (rmcp ignores a cancel for a request it
+/// does not know, then runs the call), so the connector sends it again once the server answers
+/// the POST, and the tool stops.
+#[tokio::test]
+async fn v2025_a_cancel_that_overtook_its_call_is_sent_again() {
+    let server = Server::start(Era::Legacy).await;
+    let upstream = HttpUpstream::new("up", &server.url);
+    upstream.list_tools().await.expect("tools/list");
+    server.hold_calls(Duration::from_millis(400));
+    let sleep = upstream.call(call("sleep", json!({"seconds": 30, "label": "held"})));
+    let dropped = tokio::time::timeout(Duration::from_millis(150), sleep).await;
+    assert!(dropped.is_err(), "the call finished: {dropped:?}");
+    assert_eq!(
+        server.tap.count("tools/call"),
+        1,
+        "the POST reached the server"
+    );
+    let started = wait_for(&server.log, |e| e["event"] == "started").await;
+    let cancelled = wait_for(&server.log, |e| e["event"] == "cancelled").await;
+    assert_eq!(cancelled["id"], started["id"], "{cancelled}");
+    assert_eq!(cancelled["how"], "token", "{cancelled}");
+    let notices: Vec<_> = server
+        .tap
+        .posts()
+        .into_iter()
+        .filter(|p| p.body["method"] == "notifications/cancelled")
+        .map(|p| p.body["params"]["requestId"].clone())
+        .collect();
+    assert_eq!(notices, [started["id"].clone(), started["id"].clone()]);
     server.stop();
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod rmcp_server;
 pub mod sdk;
 
 use std::io::{BufRead, BufReader};
@@ -56,6 +57,9 @@ pub struct Options<'a> {
     pub worker: Option<&'a str>,
     /// Leave JWT_SECRET_KEY unset.
     pub no_secret: bool,
+    /// Do not wait for "upstream ready" (which a stdio upstream logs once started): a
+    /// Streamable HTTP upstream is reached at its first use.
+    pub lazy_upstreams: bool,
 }
 
 impl Gateway {
@@ -133,7 +137,9 @@ impl Gateway {
             stdout,
             _dir: dir,
         };
-        gateway.wait_for_stderr("upstream ready", Duration::from_secs(30));
+        if !options.lazy_upstreams {
+            gateway.wait_for_stderr("upstream ready", Duration::from_secs(30));
+        }
         gateway
     }
 

@@ -2,9 +2,10 @@
 //! for the client scripts of `tests/python` and `tests/node` (JSON lines out, a go-ahead line
 //! in, a hard time limit), and the admin's view of a run (status, metrics).
 //!
-//! The scenarios of `sdk_python.rs` and `sdk_typescript.rs` take an [`UpstreamUnderTest`], so
-//! that one more kind of upstream (Streamable HTTP) is one more implementation and a few test
-//! functions.
+//! The scenarios of `sdk_python.rs` and `sdk_typescript.rs` take an [`UpstreamUnderTest`]: the
+//! demo upstream on stdio ([`StdioDemo`]), or rmcp's Streamable HTTP server in the test process
+//! with the demo's tools ([`HttpDemo`]), which the gateway speaks to at 2026-07-28 or, when it
+//! is limited to 2025-11-25, at 2025-11-25.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::rmcp_server::{self, Ended, Server};
 use super::{Gateway, Options, client, token};
 
 /// The line the demo upstream writes on stderr when a `sleep` is cancelled (an upstream under
@@ -36,6 +38,21 @@ pub trait UpstreamUnderTest {
     fn stops(&self, gateway: &Gateway) -> usize {
         self.log(gateway).matches(STOP_LINE).count()
     }
+
+    /// Whether the gateway reaches the upstream as it starts (and logs "upstream ready"), rather
+    /// than at its first use.
+    fn connects_at_start(&self) -> bool {
+        true
+    }
+
+    /// How many `sleep`s are running upstream now, when the upstream can tell.
+    fn sleeps_running(&self) -> Option<usize> {
+        None
+    }
+
+    /// Once the client is done: asserts that every stop reached the upstream the way the
+    /// gateway's connector should cancel (nothing to check where the upstream cannot tell).
+    fn check_stops(&self, _gateway: &Gateway) {}
 }
 
 /// The demo upstream on stdio (the gateway's own `demo-upstream` subcommand); its stderr is
@@ -56,6 +73,189 @@ impl UpstreamUnderTest for StdioDemo {
     }
 }
 
+/// The demo upstream over Streamable HTTP: rmcp's server in the test process on 127.0.0.1
+/// ([`Server::demo`]: `echo`, and `sleep` with the demo's progress and answer), its tap
+/// recording what the gateway sent it. Its log is rendered from what the tools did, a cancelled
+/// `sleep` as [`STOP_LINE`] with rmcp's request id, as the demo upstream logs it.
+pub struct HttpDemo {
+    server: Server,
+    era: Era,
+}
+
+impl HttpDemo {
+    /// Starts the server. At [`Era::V2026`] it speaks every revision rmcp knows, so the
+    /// gateway's connector speaks 2026-07-28 to it (no session; a call is cancelled by closing
+    /// its response stream); at [`Era::V2025`] it speaks only up to 2025-11-25, so the connector
+    /// falls back to `initialize` (a session; a call is cancelled by POSTing
+    /// `notifications/cancelled` with the connector's own id for it).
+    pub async fn start(era: Era) -> HttpDemo {
+        let server = Server::demo(match era {
+            Era::V2026 => rmcp_server::Era::Both,
+            Era::V2025 => rmcp_server::Era::Legacy,
+        })
+        .await;
+        HttpDemo { server, era }
+    }
+
+    /// The upstream's `sleep` entries that ended cancelled, in order.
+    fn stopped(&self) -> Vec<Value> {
+        self.server
+            .log
+            .all()
+            .into_iter()
+            .filter(|e| e["event"] == "cancelled")
+            .collect()
+    }
+}
+
+impl UpstreamUnderTest for HttpDemo {
+    fn connects_at_start(&self) -> bool {
+        false
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.era {
+            Era::V2026 => "Streamable HTTP demo upstream (rmcp at 2026-07-28)",
+            Era::V2025 => "Streamable HTTP demo upstream (rmcp at 2025-11-25)",
+        }
+    }
+
+    fn config(&self) -> String {
+        format!(
+            "[[upstream]]\nname = \"demo\"\nurl = \"{}\"\n",
+            self.server.url
+        )
+    }
+
+    fn log(&self, _gateway: &Gateway) -> String {
+        let mut log = String::new();
+        for entry in self.server.log.all() {
+            let id = selector(&entry["id"]);
+            let line = match entry["event"].as_str() {
+                Some("started") => {
+                    format!("demo-upstream: started tools/call sleep (request id {id})")
+                }
+                Some("finished") => {
+                    format!("demo-upstream: finished tools/call sleep (request id {id})")
+                }
+                Some("cancelled") => format!(
+                    "{STOP_LINE}{id}) after {}ms: {}",
+                    entry["after_ms"],
+                    if entry["how"] == "token" {
+                        "its cancellation token fired"
+                    } else {
+                        "its future was dropped"
+                    }
+                ),
+                _ => format!("demo-upstream: {entry}"),
+            };
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    }
+
+    fn sleeps_running(&self) -> Option<usize> {
+        let log = self.server.log.all();
+        let count = |event: &str| log.iter().filter(|e| e["event"] == event).count();
+        Some(count("started") - count("finished") - count("cancelled"))
+    }
+
+    fn check_stops(&self, gateway: &Gateway) {
+        let tap = &self.server.tap;
+        let posts = tap.posts();
+        let stopped = self.stopped();
+        let context = || {
+            let posts: Vec<String> = posts
+                .iter()
+                .map(|p| format!("{} session={:?} ended={:?}", p.body, p.session, p.ended))
+                .collect();
+            format!(
+                "the {}'s log:\n{}\nwhat it received:\n{}",
+                self.kind(),
+                self.log(gateway),
+                posts.join("\n")
+            )
+        };
+        // The client abort and the API cancel, at least (then the burst's, if any ran).
+        assert!(stopped.len() >= 2, "{}", context());
+        let notices: Vec<_> = posts
+            .iter()
+            .filter(|p| p.body["method"] == "notifications/cancelled")
+            .collect();
+        for stop in &stopped {
+            let id = &stop["id"];
+            let call = tap
+                .request(id)
+                .unwrap_or_else(|| panic!("no POST of request {id}\n{}", context()));
+            assert_eq!(call.body["method"], "tools/call", "{}", context());
+            match self.era {
+                Era::V2025 => {
+                    // notifications/cancelled with the id the connector gave the call upstream,
+                    // on the call's session (twice when the call was cancelled before rmcp
+                    // answered its POST: the first may have overtaken it); rmcp stopped the
+                    // tool on it.
+                    assert!(call.session.is_some(), "{}", context());
+                    let named: Vec<_> = notices
+                        .iter()
+                        .filter(|n| n.body["params"]["requestId"] == *id)
+                        .collect();
+                    assert!(
+                        (1..=2).contains(&named.len()),
+                        "cancels for {id}\n{}",
+                        context()
+                    );
+                    for notice in named {
+                        assert_eq!(notice.session, call.session, "{}", context());
+                    }
+                    assert_eq!(stop["how"], "token", "{}", context());
+                }
+                Era::V2026 => {
+                    // No session; the connector closed the call's response stream.
+                    assert_eq!(call.session, None, "{}", context());
+                    assert_eq!(
+                        call.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                        "2026-07-28",
+                        "{}",
+                        context()
+                    );
+                    assert_eq!(call.ended, Some(Ended::Closed), "{}", context());
+                }
+            }
+        }
+        match self.era {
+            Era::V2025 => {
+                assert_eq!(tap.count("initialize"), 1, "{}", context());
+                // Each names its cause, the gist only (not the caller's own words).
+                let reason = |stop: &Value| {
+                    notices
+                        .iter()
+                        .find(|n| n.body["params"]["requestId"] == stop["id"])
+                        .map(|n| n.body["params"]["reason"].clone())
+                        .expect("checked above")
+                };
+                assert_eq!(
+                    reason(&stopped[0]),
+                    "cancelled by the peer",
+                    "{}",
+                    context()
+                );
+                assert_eq!(
+                    reason(&stopped[1]),
+                    "cancelled through the API",
+                    "{}",
+                    context()
+                );
+            }
+            Era::V2026 => {
+                // At 2026-07-28 the closed stream is the cancel: nothing is POSTed for it.
+                assert_eq!(notices.len(), 0, "{}", context());
+                assert_eq!(tap.count("initialize"), 0, "{}", context());
+            }
+        }
+    }
+}
+
 /// Starts a gateway (users admin, alice, bob as in [`super::config`]) in front of `upstream`.
 pub fn start_gateway(upstream: &dyn UpstreamUnderTest) -> Gateway {
     let config = format!(
@@ -72,6 +272,7 @@ bob = ["tools.execute"]
     );
     Gateway::with(Options {
         config,
+        lazy_upstreams: !upstream.connects_at_start(),
         ..Options::default()
     })
 }
@@ -574,9 +775,11 @@ pub async fn run_scenarios(
     let burst_ids = burst["ids"].as_array().cloned().unwrap_or_default();
     assert!(!burst_ids.is_empty(), "{}", script.transcript());
     wait_for_no_runs(gateway, Duration::from_secs(5)).await;
+    wait_for_idle_upstream(upstream, gateway, Duration::from_secs(5)).await;
     script.go().await;
 
     let report = script.finish().await;
+    upstream.check_stops(gateway);
     check_wire(&report, era, &aborted_id, &api_id);
     for id in &burst_ids {
         assert_eq!(
@@ -608,6 +811,27 @@ pub async fn wait_for_no_runs(gateway: &Gateway, within: Duration) {
             Instant::now() < deadline,
             "runs still in flight {within:?} after their clients aborted them: {health}\n{}",
             plain(&gateway.stderr())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until no `sleep` runs upstream, where the upstream can tell; panics after `within`.
+pub async fn wait_for_idle_upstream(
+    upstream: &dyn UpstreamUnderTest,
+    gateway: &Gateway,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    while let Some(running) = upstream.sleeps_running() {
+        if running == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{running} sleeps still run in the {} {within:?} after their runs ended:\n{}",
+            upstream.kind(),
+            upstream.log(gateway)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -30,7 +30,11 @@
 //! - at 2025-11-25 by POSTing `notifications/cancelled` with the upstream request's id, from a
 //!   spawned task bounded by [`CANCEL_TIMEOUT`], so the drop never waits. The reason is the
 //!   summary of the cause when the call ran inside a cancelled [`cancelkit::Scope`], else
-//!   "cancelled by the gateway". `initialize` is never cancelled.
+//!   "cancelled by the gateway". `initialize` is never cancelled. A call's POST is sent from a
+//!   task of its own, which goes on when the call is dropped before the server answered it
+//!   (its status and headers), for up to [`CANCEL_TIMEOUT`]: a cancel sent before then may
+//!   overtake the call on another connection (a server ignores a cancel for a request it does
+//!   not know yet, then runs the call), so once the server answers the POST it is sent again.
 //!
 //! A legacy call whose response stream broke is given up ([`CallError::Lost`]) and cancelled
 //! the same way, since the server may still be running it.
@@ -61,7 +65,7 @@ use futures_util::{FutureExt, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{Mutex, Semaphore, oneshot};
 
 use super::{CallError, ProgressSink, ToolCall};
 
@@ -462,7 +466,9 @@ impl HttpUpstream {
                 id,
                 scope: scope.clone(),
                 armed: true,
+                in_flight: None,
             };
+            let legacy = !matches!(connection.era, Era::V2026);
             let progress = progress.map(|sink| Progress {
                 token: id.into(),
                 sink,
@@ -474,6 +480,7 @@ impl HttpUpstream {
                 &message,
                 extra,
                 progress.as_ref(),
+                legacy.then_some(&mut guard.in_flight),
             )
             .await;
             match outcome {
@@ -552,7 +559,7 @@ impl HttpUpstream {
         let extra = headers::routing("server/discover", &params);
         let message =
             json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": params});
-        match exchange(endpoint, &modern, id, &message, extra, None).await {
+        match exchange(endpoint, &modern, id, &message, extra, None, None).await {
             Ok(answer) if lists_2026(answer.result.get("supportedVersions")) => {
                 tracing::info!(upstream = self.name, "the upstream speaks MCP {V2026}");
                 return Ok(modern);
@@ -590,7 +597,7 @@ impl HttpUpstream {
             "method": "initialize",
             "params": {"protocolVersion": V2025, "capabilities": {}, "clientInfo": client_info()},
         });
-        let answer = exchange(endpoint, &legacy, id, &message, Vec::new(), None)
+        let answer = exchange(endpoint, &legacy, id, &message, Vec::new(), None, None)
             .await
             .map_err(|failure| CallError::Unavailable(format!("initialize: {failure}")))?;
         let version = answer
@@ -626,6 +633,16 @@ struct CancelOnDrop {
     id: i64,
     scope: Option<cancelkit::Scope>,
     armed: bool,
+    /// At 2025-11-25: the task sending the request's POST.
+    in_flight: Option<InFlight>,
+}
+
+/// The task sending a request's POST (2025-11-25), which goes on when the request is dropped.
+struct InFlight {
+    /// Fires when the server answered the POST (its status and headers arrived); closed
+    /// when sending it failed.
+    answered: oneshot::Receiver<()>,
+    post: tokio::task::AbortHandle,
 }
 
 impl CancelOnDrop {
@@ -654,23 +671,44 @@ impl CancelOnDrop {
         let endpoint = self.endpoint.clone();
         let connection = Arc::clone(&self.connection);
         let id = self.id;
+        // The POST not answered yet (neither answered nor failed): the server may not know the
+        // request when the cancel arrives.
+        let unanswered = self.in_flight.take().and_then(|mut in_flight| {
+            let pending = matches!(
+                in_flight.answered.try_recv(),
+                Err(oneshot::error::TryRecvError::Empty)
+            );
+            pending.then_some(in_flight)
+        });
         runtime.spawn(async move {
-            let sent =
-                tokio::time::timeout(CANCEL_TIMEOUT, notify(&endpoint, &connection, &message))
-                    .await;
-            let upstream = &*endpoint.upstream;
-            match sent {
-                Ok(Ok(())) => {}
-                Ok(Err(why)) => tracing::warn!(upstream, id, "notifications/cancelled: {why}"),
-                Err(_) => {
-                    tracing::warn!(
-                        upstream,
-                        id,
-                        "notifications/cancelled took over {CANCEL_TIMEOUT:?}"
-                    );
+            send_cancel(&endpoint, &connection, id, &message).await;
+            if let Some(InFlight { answered, post }) = unanswered {
+                let answered = tokio::time::timeout(CANCEL_TIMEOUT, answered).await;
+                post.abort();
+                if let Ok(Ok(())) = answered {
+                    let upstream = &*endpoint.upstream;
+                    tracing::debug!(upstream, id, "the server answered the cancelled request's POST: sending notifications/cancelled again");
+                    send_cancel(&endpoint, &connection, id, &message).await;
                 }
             }
         });
+    }
+}
+
+/// POSTs `notifications/cancelled` for request `id`, within [`CANCEL_TIMEOUT`].
+async fn send_cancel(endpoint: &Endpoint, connection: &Connection, id: i64, message: &Value) {
+    let sent = tokio::time::timeout(CANCEL_TIMEOUT, notify(endpoint, connection, message)).await;
+    let upstream = &*endpoint.upstream;
+    match sent {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => tracing::warn!(upstream, id, "notifications/cancelled: {why}"),
+        Err(_) => {
+            tracing::warn!(
+                upstream,
+                id,
+                "notifications/cancelled took over {CANCEL_TIMEOUT:?}"
+            );
+        }
     }
 }
 
@@ -801,6 +839,7 @@ async fn notify(
 }
 
 /// Sends request `id` and reads its answer (JSON or SSE), forwarding progress on the way.
+/// With `in_flight`, the POST is sent from a task of its own, which is put there.
 async fn exchange(
     endpoint: &Endpoint,
     connection: &Connection,
@@ -808,11 +847,29 @@ async fn exchange(
     message: &Value,
     extra: Vec<(HeaderName, HeaderValue)>,
     progress: Option<&Progress<'_>>,
+    in_flight: Option<&mut Option<InFlight>>,
 ) -> Result<Answer, Failure> {
-    let response = post(endpoint, connection, message, extra)
-        .send()
-        .await
-        .map_err(|e| send_failure(endpoint, &e))?;
+    let sending = post(endpoint, connection, message, extra).send();
+    let sent = match in_flight {
+        None => sending.await,
+        Some(slot) => {
+            let (answered, answered_rx) = oneshot::channel();
+            let task = tokio::spawn(async move {
+                let sent = sending.await;
+                if sent.is_ok() {
+                    let _ = answered.send(());
+                }
+                sent
+            });
+            *slot = Some(InFlight {
+                answered: answered_rx,
+                post: task.abort_handle(),
+            });
+            task.await
+                .map_err(|e| Failure::Lost(format!("sending the request failed: {e}")))?
+        }
+    };
+    let response = sent.map_err(|e| send_failure(endpoint, &e))?;
     let status = response.status();
     let session = response.headers().get(SESSION_ID).cloned();
     if status == StatusCode::NOT_FOUND && connection.has_session() {

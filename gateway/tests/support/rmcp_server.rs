@@ -2,8 +2,13 @@
 //! `echo {text}`, `big {bytes}`, `routed {region}` (its `region` annotated `x-mcp-header`),
 //! `sleep {seconds, label?}` (progress every 100 ms when asked; records its
 //! start, its end, and its cancellation — token fired or future dropped) and `fail` (a
-//! JSON-RPC error). A tap in front records every POST body and DELETE, and the listener counts
-//! the TCP connections the server closed.
+//! JSON-RPC error). A tap in front records every POST body and DELETE, and how the SSE stream
+//! answering each request ended; the listener counts the TCP connections the server closed.
+//!
+//! [`Server::demo`] serves only `echo` and `sleep`, behaving as the gateway's stdio demo
+//! upstream does (`sleep`'s progress in seconds slept of its total, its answer
+//! `slept {duration:?}`), for the SDK tests' Streamable HTTP upstream (`support::sdk::HttpDemo`).
+//! Used by tests/upstream_http.rs and, through `support::sdk`, tests/sdk_*.rs.
 
 use std::borrow::Cow;
 use std::io;
@@ -18,6 +23,8 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
+use futures_util::{Stream, StreamExt};
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, CancelledNotificationParam, ContentBlock, ErrorData, ProgressNotificationParam,
@@ -54,7 +61,8 @@ impl Log {
         self.0.lock().unwrap().push(entry);
     }
 
-    fn all(&self) -> Vec<Value> {
+    /// Every entry, in order.
+    pub fn all(&self) -> Vec<Value> {
         self.0.lock().unwrap().clone()
     }
 
@@ -93,6 +101,17 @@ pub struct Post {
     pub body: Value,
     /// Its `Mcp-Session-Id`.
     pub session: Option<String>,
+    /// How its answer ended (`None` while it is being written).
+    pub ended: Option<Ended>,
+}
+
+/// How the answer to a POST ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The server wrote all of it: a JSON body, an empty one, or an SSE stream to its end.
+    Complete,
+    /// The connection went away first: before the answer began, or during its SSE stream.
+    Closed,
 }
 
 /// Every request the server received, and how many connections it closed.
@@ -102,6 +121,8 @@ pub struct Tap {
     deletes: Arc<Mutex<Vec<Option<String>>>>,
     answers: Arc<Mutex<Vec<(String, String)>>>,
     closed: Arc<AtomicUsize>,
+    /// How long (ms) a `tools/call` POST is held before rmcp gets it.
+    hold_ms: Arc<AtomicUsize>,
 }
 
 impl Tap {
@@ -134,6 +155,13 @@ impl Tap {
         self.deletes.lock().unwrap().clone()
     }
 
+    /// The POST of the request with this JSON-RPC id (not a notification naming it).
+    pub fn request(&self, id: &Value) -> Option<Post> {
+        self.posts()
+            .into_iter()
+            .find(|p| p.body["id"] == *id && p.body.get("method").is_some())
+    }
+
     /// How many TCP connections the server has closed.
     pub fn closed_connections(&self) -> usize {
         self.closed.load(Ordering::SeqCst)
@@ -153,15 +181,32 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server speaking `era`.
+    /// Starts a server speaking `era`, with every tool.
     pub async fn start(era: Era) -> Server {
+        Server::serve(era, false).await
+    }
+
+    /// Starts a server speaking `era` with the demo upstream's tools only, behaving as it does.
+    pub async fn demo(era: Era) -> Server {
+        Server::serve(era, true).await
+    }
+
+    async fn serve(era: Era, demo: bool) -> Server {
         let log = Log::default();
         let tap = Tap::default();
         let stop = CancellationToken::new();
         let sessions = Arc::new(LocalSessionManager::default());
+        let mut router = Tools::tool_router();
+        if demo {
+            for other in ["big", "routed", "fail"] {
+                router.remove_route(other);
+            }
+        }
         let tools = Tools {
             log: log.clone(),
             legacy: era == Era::Legacy,
+            demo,
+            router,
         };
         let config = StreamableHttpServerConfig::default()
             // hyper notices a closed SSE stream on its next write
@@ -198,6 +243,14 @@ impl Server {
         }
     }
 
+    /// From now on, holds each `tools/call` POST for `hold` (recorded at once) before rmcp
+    /// gets it, so that a message sent after it on another connection overtakes it.
+    pub fn hold_calls(&self, hold: Duration) {
+        self.tap
+            .hold_ms
+            .store(hold.as_millis() as usize, Ordering::SeqCst);
+    }
+
     /// Forgets every session, as a server does when they expire.
     pub async fn expire_sessions(&self) {
         self.sessions.sessions.write().await.clear();
@@ -226,33 +279,116 @@ async fn record(tap: Tap, request: Request, next: Next) -> Response {
     let bytes = axum::body::to_bytes(body, 64 << 20)
         .await
         .unwrap_or_default();
-    let mut method = None;
-    if parts.method == axum::http::Method::POST {
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        method = body["method"].as_str().map(str::to_owned);
-        tap.posts.lock().unwrap().push(Post { body, session });
-    } else if parts.method == axum::http::Method::DELETE {
-        tap.deletes.lock().unwrap().push(session);
+    if parts.method != axum::http::Method::POST {
+        if parts.method == axum::http::Method::DELETE {
+            tap.deletes.lock().unwrap().push(session);
+        }
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
     }
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let method = body["method"].as_str().map(str::to_owned);
+    let hold = if method.as_deref() == Some("tools/call") {
+        tap.hold_ms.load(Ordering::SeqCst)
+    } else {
+        0
+    };
+    let mut ending = {
+        let mut posts = tap.posts.lock().unwrap();
+        posts.push(Post {
+            body,
+            session,
+            ended: None,
+        });
+        Ending {
+            posts: Arc::clone(&tap.posts),
+            index: posts.len() - 1,
+            complete: false,
+        }
+    };
+    let request = Request::from_parts(parts, Body::from(bytes));
+    // Dropped here (`Closed`) if the connection goes away before the answer begins.
+    let response = if hold > 0 {
+        // Held in a task of its own: rmcp gets the request even if the client goes away.
+        let held = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(hold as u64)).await;
+            next.run(request).await
+        });
+        held.await.expect("the held request")
+    } else {
+        next.run(request).await
+    };
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     if let Some(method) = method {
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        tap.answers.lock().unwrap().push((method, content_type));
+        tap.answers
+            .lock()
+            .unwrap()
+            .push((method, content_type.clone()));
     }
-    response
+    if !content_type.starts_with("text/event-stream") {
+        // A whole body (JSON, or none): complete as it is.
+        ending.complete = true;
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let watched = Watched {
+        inner: body.into_data_stream(),
+        ending,
+    };
+    Response::from_parts(parts, Body::from_stream(watched))
+}
+
+/// Records in its POST how the answer ended, when dropped.
+struct Ending {
+    posts: Arc<Mutex<Vec<Post>>>,
+    index: usize,
+    complete: bool,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let ended = if self.complete {
+            Ended::Complete
+        } else {
+            Ended::Closed
+        };
+        if let Some(post) = self.posts.lock().unwrap().get_mut(self.index) {
+            post.ended = Some(ended);
+        }
+    }
+}
+
+/// An SSE answer, complete once its stream ended.
+struct Watched<S> {
+    inner: S,
+    ending: Ending,
+}
+
+impl<S: Stream + Unpin> Stream for Watched<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let next = self.inner.poll_next_unpin(cx);
+        if let Poll::Ready(None) = next {
+            self.ending.complete = true;
+        }
+        next
+    }
 }
 
 #[derive(Clone)]
 struct Tools {
     log: Log,
     legacy: bool,
+    /// Behave as the gateway's demo upstream.
+    demo: bool,
+    router: ToolRouter<Tools>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -288,15 +424,28 @@ struct Unfinished {
     log: Log,
     id: Value,
     label: String,
+    started: Instant,
     armed: bool,
+}
+
+impl Unfinished {
+    /// Records the cancellation (`how`: "token" or "dropped") and disarms.
+    fn cancelled(&mut self, how: &str) {
+        self.armed = false;
+        self.log.push(json!({
+            "event": "cancelled",
+            "how": how,
+            "id": self.id,
+            "label": self.label,
+            "after_ms": self.started.elapsed().as_millis() as u64,
+        }));
+    }
 }
 
 impl Drop for Unfinished {
     fn drop(&mut self) {
         if self.armed {
-            self.log.push(
-                json!({"event": "cancelled", "how": "dropped", "id": self.id, "label": self.label}),
-            );
+            self.cancelled("dropped");
         }
     }
 }
@@ -334,10 +483,12 @@ impl Tools {
         let id = request_id(&context);
         self.log
             .push(json!({"event": "started", "id": id, "label": args.label}));
+        let started = Instant::now();
         let mut unfinished = Unfinished {
             log: self.log.clone(),
             id: id.clone(),
             label: args.label.clone(),
+            started,
             armed: true,
         };
         let token = context.meta.get_progress_token();
@@ -350,17 +501,22 @@ impl Tools {
             tokio::select! {
                 () = &mut done => break,
                 () = context.ct.cancelled() => {
-                    unfinished.armed = false;
-                    self.log.push(json!({"event": "cancelled", "how": "token", "id": id, "label": args.label}));
+                    unfinished.cancelled("token");
                     return Ok(CallToolResult::success(vec![ContentBlock::text("cancelled")]));
                 }
                 _ = tick.tick() => {
                     if let Some(token) = &token {
                         sent += 1;
-                        let _ = context
-                            .peer
-                            .notify_progress(ProgressNotificationParam::new(token.clone(), f64::from(sent)))
-                            .await;
+                        let params = if self.demo {
+                            // As the demo upstream: seconds slept, of the total.
+                            let slept = started.elapsed().as_secs_f64().min(args.seconds);
+                            ProgressNotificationParam::new(token.clone(), slept)
+                                .with_total(args.seconds)
+                                .with_message(format!("slept {slept:.1}s of {}s", args.seconds))
+                        } else {
+                            ProgressNotificationParam::new(token.clone(), f64::from(sent))
+                        };
+                        let _ = context.peer.notify_progress(params).await;
                     }
                 }
             }
@@ -368,7 +524,12 @@ impl Tools {
         unfinished.armed = false;
         self.log
             .push(json!({"event": "finished", "id": id, "label": args.label}));
-        Ok(CallToolResult::success(vec![ContentBlock::text("slept")]))
+        let text = if self.demo {
+            format!("slept {:?}", Duration::from_secs_f64(args.seconds))
+        } else {
+            "slept".into()
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
     }
 
     #[tool(description = "Answers with the region it was routed with")]
@@ -409,7 +570,7 @@ impl Tools {
     }
 }
 
-#[tool_handler]
+#[tool_handler(router = self.router)]
 impl ServerHandler for Tools {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
