@@ -8,9 +8,10 @@
 //!    the run in Redis and publishes the cancel; next to it, in the same run and interleaved
 //!    round by round, a raw Redis `PUBLISH` → subscriber round trip (the floor any cross-worker
 //!    cancel pays). Goal: cross-worker ≤ 2 × that round trip + the same-worker figure;
-//! 3. `tools/call` (echo) throughput through the gateway's `/rpc` against calling the same
-//!    upstream directly over stdio with the cancelkit `Peer`, 32 calls in flight for both,
-//!    rounds interleaved (the overhead ratio: HTTP, auth, the run registry, the extra hop);
+//! 3. `tools/call` (echo) throughput through the gateway's `/rpc` (a worker with Redis, and
+//!    one alone) against calling the same upstream directly over stdio with the cancelkit
+//!    `Peer`, 32 calls in flight for all, rounds interleaved (the overhead ratio: HTTP, auth,
+//!    the run registry and its Redis records, the extra hop);
 //! 4. memory: the gateway's resident set with 2,000 idle keep-alive connections open against
 //!    before (per connection), then with a slow call in flight on each of them (per run, on
 //!    top of its connection); the upstream's own memory is not counted.
@@ -511,14 +512,27 @@ pub fn run() {
         let goal_p99 = 2.0 * raw_p99 + same_p99;
 
         println!("throughput: {THROUGHPUT_ROUNDS} rounds of {THROUGHPUT_CALLS} echo calls each way, interleaved");
-        let (mut via, mut straight) = (Vec::new(), Vec::new());
+        let solo = Worker::start("solo", None);
+        for i in 0..20 {
+            let _ = http
+                .post(solo.url("/rpc"))
+                .bearer_auth(&token)
+                .json(&call(i, "demo-echo", json!({"text": "warm"})))
+                .send()
+                .await;
+        }
+        let (mut via, mut via_solo, mut straight) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..THROUGHPUT_ROUNDS {
             via.push(through_gateway(&http, &token, &a, THROUGHPUT_CALLS).await);
+            via_solo.push(through_gateway(&http, &token, &solo, THROUGHPUT_CALLS).await);
             straight.push(direct(THROUGHPUT_CALLS).await);
         }
-        via.sort_by(f64::total_cmp);
-        straight.sort_by(f64::total_cmp);
-        let (via, straight) = (via[via.len() / 2], straight[straight.len() / 2]);
+        drop(solo);
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (via, via_solo, straight) = (median(via), median(via_solo), median(straight));
 
         println!("memory: {IN_FLIGHT_RUNS} slow calls in flight on a fresh worker");
         let memory = memory_per_run(&token).await;
@@ -544,8 +558,12 @@ pub fn run() {
                 cells: vec![format!("{raw_p50:.0} / {raw_p99:.0}"), String::new()],
             },
             Row {
-                name: "tools/call (echo) through the gateway /rpc, calls/s".into(),
+                name: "tools/call (echo) through the gateway /rpc, with Redis, calls/s".into(),
                 cells: vec![format!("{via:.0}"), format!("{:.2}× of direct", via / straight)],
+            },
+            Row {
+                name: "tools/call (echo) through the gateway /rpc, one worker alone, calls/s".into(),
+                cells: vec![format!("{via_solo:.0}"), format!("{:.2}× of direct", via_solo / straight)],
             },
             Row {
                 name: "tools/call (echo) straight to the upstream over stdio, calls/s".into(),
@@ -574,7 +592,7 @@ pub fn run() {
                 "cross_worker_cancel_us": {"p50": cross_p50, "p99": cross_p99},
                 "raw_publish_round_trip_us": {"p50": raw_p50, "p99": raw_p99},
                 "cross_worker_goal_us": {"p50": goal_p50, "p99": goal_p99},
-                "throughput_calls_per_s": {"gateway_rpc": via, "direct_stdio": straight, "ratio": via / straight},
+                "throughput_calls_per_s": {"gateway_rpc_redis": via, "gateway_rpc_alone": via_solo, "direct_stdio": straight, "ratio_redis": via / straight, "ratio_alone": via_solo / straight},
                 "memory_per_idle_connection_bytes": memory.per_connection,
                 "memory_per_in_flight_run_bytes": memory.per_run,
                 "rss_bytes": {"start": memory.rss[0], "connections_open": memory.rss[1], "runs_in_flight": memory.rss[2], "count": IN_FLIGHT_RUNS},
