@@ -54,6 +54,30 @@ async fn sigterm_lets_runs_finish_within_the_grace_then_cancels_the_rest() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_to_the_whole_process_group_still_drains_through_the_upstream() {
+    let mut gateway = Gateway::with(Options {
+        config: config("drain_grace = \"3s\""),
+        own_group: true,
+        ..Options::default()
+    });
+    let short = spawn_rpc(&gateway, "alice", sleep_call(json!(1), 0.5));
+    gateway.wait_for_stderr("for 500ms", Duration::from_secs(10));
+    // As Ctrl-C in a terminal: the gateway and everything in its group get the signal. The
+    // upstream runs in a group of its own, so the call it owes is still answered.
+    gateway.terminate_group();
+    let short = join(short).await;
+    assert_eq!(
+        short.body["result"]["content"][0]["text"], "slept 500ms",
+        "{}",
+        short.text
+    );
+    let status = gateway
+        .wait_exit(Duration::from_secs(10))
+        .expect("the gateway exits after draining");
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_stdio_upstream_answers_its_calls_with_an_error_and_comes_back() {
     let gateway = Gateway::start();
     let pending = spawn_rpc(&gateway, "alice", sleep_call(json!(1), 30.0));

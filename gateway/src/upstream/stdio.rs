@@ -243,13 +243,20 @@ impl Supervisor {
 
     /// Runs the child once, until it exits, its connection closes, or we stop.
     async fn serve_once(&self) -> Result<(), String> {
-        let mut child = tokio::process::Command::new(&self.program)
+        let mut command = tokio::process::Command::new(&self.program);
+        command
             .args(&self.args)
             .envs(&self.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
+            .kill_on_drop(true);
+        // Its own process group: a Ctrl-C or a SIGTERM sent to the gateway's group must not
+        // kill the upstream before the gateway has drained the calls it owes. (If the gateway
+        // dies, the child's stdin closes and an MCP server exits.)
+        #[cfg(unix)]
+        command.process_group(0);
+        let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
         let stdin = child.stdin.take().ok_or("no stdin")?;

@@ -60,6 +60,9 @@ pub struct Options<'a> {
     /// Do not wait for "upstream ready" (which a stdio upstream logs once started): a
     /// Streamable HTTP upstream is reached at its first use.
     pub lazy_upstreams: bool,
+    /// Start the gateway in a process group of its own (as a shell job is), so a signal can
+    /// be sent to the whole group, as Ctrl-C in a terminal does.
+    pub own_group: bool,
 }
 
 impl Gateway {
@@ -96,6 +99,10 @@ impl Gateway {
         }
         for (key, value) in &options.env {
             command.env(key, value);
+        }
+        if options.own_group {
+            use std::os::unix::process::CommandExt;
+            command.process_group(0);
         }
         let mut child = command.spawn().expect("start the gateway binary");
         let stdout = Arc::new(Mutex::new(String::new()));
@@ -209,6 +216,13 @@ impl Gateway {
             }
         }
         found
+    }
+
+    /// Sends SIGTERM to the gateway's whole process group (see [`Options::own_group`]).
+    pub fn terminate_group(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+            .status();
     }
 
     /// Sends SIGTERM.
