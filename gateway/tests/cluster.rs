@@ -323,46 +323,75 @@ async fn find_by_run_id_and_by_typed_bare_ids_drops_expired_and_unreadable_recor
     redis.command(&["DEL", &format!("cancelkit:run:{}", gone.run_id)]);
     let garbage = new_run_id().to_string();
     redis.command(&["SET", &format!("cancelkit:run:{garbage}"), "not json"]);
-    redis.command(&["SADD", "cancelkit:rid:s:1", &garbage]);
+    redis.command(&["ZADD", "cancelkit:rid:s:1", "99999999999999", &garbage]);
 
-    let mut found = c.cluster.find("1").await.unwrap();
+    let mut found = c.cluster.find("1", None).await.unwrap();
     found.sort_by_key(|r| matches!(r.request_id, RequestId::String(_)));
     assert_eq!(found, vec![number.clone(), string.clone()]);
     assert_eq!(found[0].request_id, RequestId::Number(1));
     assert_eq!(found[1].request_id, RequestId::String("1".into()));
 
     assert_eq!(
-        c.cluster.find(&number.run_id).await.unwrap(),
+        c.cluster.find(&number.run_id, None).await.unwrap(),
         vec![number.clone()]
     );
     assert_eq!(
-        a.cluster.find(&other.run_id).await.unwrap(),
+        a.cluster.find(&other.run_id, None).await.unwrap(),
         vec![other.clone()]
     );
-    assert_eq!(c.cluster.find("x").await.unwrap(), vec![other]);
-    assert_eq!(c.cluster.find("2").await.unwrap(), vec![]);
-    assert_eq!(c.cluster.find(&gone.run_id).await.unwrap(), vec![]);
+    assert_eq!(c.cluster.find("x", None).await.unwrap(), vec![other]);
+    assert_eq!(c.cluster.find("2", None).await.unwrap(), vec![]);
+    assert_eq!(c.cluster.find(&gone.run_id, None).await.unwrap(), vec![]);
     // The expired id is taken out of its set.
     wait_until("the expired id is pruned", || {
         !redis
-            .command(&["SMEMBERS", "cancelkit:rid:n:1"])
+            .command(&["ZRANGE", "cancelkit:rid:n:1", "0", "-1"])
             .contains(&gone.run_id)
     })
     .await;
     assert!(
         redis
-            .command(&["SMEMBERS", "cancelkit:rid:n:1"])
+            .command(&["ZRANGE", "cancelkit:rid:n:1", "0", "-1"])
             .contains(&number.run_id)
     );
 
+    // A user's lookup reads the user's own index: alice's runs are there (hex "alice"), and an
+    // entry whose time is up leaves the index with the next write to it.
+    let own = "cancelkit:urid:616c696365:n:1";
+    assert!(
+        redis
+            .command(&["ZRANGE", own, "0", "-1"])
+            .contains(&number.run_id)
+    );
+    let mut own_found = c.cluster.find("1", Some("alice")).await.unwrap();
+    own_found.sort_by_key(|r| matches!(r.request_id, RequestId::String(_)));
+    assert_eq!(own_found, vec![number.clone(), string.clone()]);
+    assert_eq!(c.cluster.find("1", Some("bob")).await.unwrap(), vec![]);
+    redis.command(&["ZADD", own, "1", "run-expired-long-ago"]);
+    let _later = a.run(RequestId::Number(1));
+    wait_until("the writes are sent", || a.cluster.pending_writes() == 0).await;
+    assert!(
+        !redis
+            .command(&["ZRANGE", own, "0", "-1"])
+            .contains("run-expired-long-ago"),
+        "an index drops its expired entries on every write"
+    );
+
     // A key of the wrong type where an index set belongs costs only that index entry.
-    redis.command(&["SET", "cancelkit:rid:s:broken", "a string, not a set"]);
+    redis.command(&[
+        "SET",
+        "cancelkit:rid:s:broken",
+        "a string, not a sorted set",
+    ]);
     let broken = a.run(RequestId::String("broken".into()));
     let after = a.run(RequestId::String("after".into()));
     wait_until("the writes are sent", || a.cluster.pending_writes() == 0).await;
-    assert_eq!(c.cluster.find("broken").await.unwrap(), vec![]);
-    assert_eq!(c.cluster.find(&broken.run_id).await.unwrap(), vec![broken]);
-    assert_eq!(c.cluster.find("after").await.unwrap(), vec![after]);
+    assert_eq!(c.cluster.find("broken", None).await.unwrap(), vec![]);
+    assert_eq!(
+        c.cluster.find(&broken.run_id, None).await.unwrap(),
+        vec![broken]
+    );
+    assert_eq!(c.cluster.find("after", None).await.unwrap(), vec![after]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,7 +448,7 @@ async fn with_redis_gone_local_calls_return_at_once_or_within_their_timeouts() {
 
     let limit = settings("", "").lookup_timeout + Duration::from_millis(200);
     let started = Instant::now();
-    assert!(a.cluster.find("1").await.is_err());
+    assert!(a.cluster.find("1", None).await.is_err());
     assert!(
         started.elapsed() < limit,
         "find took {:?}",
@@ -495,8 +524,11 @@ async fn after_redis_restarts_empty_records_tombstones_and_deferred_cancels_come
     );
     let c = Node::start(&redis.url(), "c");
     c.connected().await;
-    assert_eq!(c.cluster.find("job").await.unwrap(), vec![a_run]);
-    assert_eq!(c.cluster.find(&b_late.run_id).await.unwrap(), vec![b_late]);
+    assert_eq!(c.cluster.find("job", None).await.unwrap(), vec![a_run]);
+    assert_eq!(
+        c.cluster.find(&b_late.run_id, None).await.unwrap(),
+        vec![b_late]
+    );
     assert!(
         c.worker.has_tombstone(&early.id),
         "a new worker reads the tombstone a wrote back"
@@ -568,7 +600,7 @@ async fn writes_waiting_for_redis_are_coalesced_per_run_and_bounded_oldest_first
     a.connected().await;
     wait_until("a's queue is flushed", || a.cluster.pending_writes() == 0).await;
     for (n, run) in runs.iter().enumerate() {
-        let found = a.cluster.find(&run.run_id).await.unwrap();
+        let found = a.cluster.find(&run.run_id, None).await.unwrap();
         assert_eq!(
             found.len(),
             usize::from(n >= 3),
@@ -576,7 +608,7 @@ async fn writes_waiting_for_redis_are_coalesced_per_run_and_bounded_oldest_first
         );
     }
     assert_eq!(
-        a.cluster.find(&coalesced.run_id).await.unwrap(),
+        a.cluster.find(&coalesced.run_id, None).await.unwrap(),
         vec![coalesced]
     );
 }
@@ -599,5 +631,8 @@ async fn shutting_down_sends_the_last_writes_and_leaves_the_channels() {
         subscribers() == "cancellation:cancel\n1"
     })
     .await;
-    assert_eq!(b.cluster.find(&last.run_id).await.unwrap(), vec![last]);
+    assert_eq!(
+        b.cluster.find(&last.run_id, None).await.unwrap(),
+        vec![last]
+    );
 }

@@ -26,22 +26,72 @@ pub(super) fn run(run_id: &str) -> String {
     format!("{PREFIX}run:{run_id}")
 }
 
-/// `cancelkit:rid:s:<id>`: the runs whose JSON-RPC id is the string `id`.
+/// Most run ids read from one bare-id index: a bare id that names more live or retained runs
+/// than this is ambiguous whichever of them the caller may see... unless it is read from the
+/// caller's own index, which holds only their runs (see [`selector_sets`]).
+pub(super) const MAX_FIND: usize = 1_000;
+
+/// `cancelkit:rid:s:<id>`: the runs whose JSON-RPC id is the string `id`, every user's. A
+/// sorted set scored by when each entry's record expires (ms since the epoch): every write
+/// drops the expired entries, so it never holds more than the records it can name.
 pub(super) fn rid_string(id: &str) -> String {
     format!("{PREFIX}rid:s:{id}")
 }
 
-/// `cancelkit:rid:n:<n>`: the runs whose JSON-RPC id is the integer `n`.
+/// `cancelkit:rid:n:<n>`: the runs whose JSON-RPC id is the integer `n`, every user's.
 pub(super) fn rid_number(n: i64) -> String {
     format!("{PREFIX}rid:n:{n}")
 }
 
-/// The bare-id index set a record belongs to.
-pub(super) fn rid_of(id: &RequestId) -> String {
-    match id {
-        RequestId::String(s) => rid_string(s),
-        RequestId::Number(n) => rid_number(*n),
+/// `cancelkit:urid:<owner in hex>:s:<id>` and `...:n:<n>`: the same, one user's runs only.
+fn rid_owner(owner: &str, kind: char, id: &str) -> String {
+    let hex: String = owner.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{PREFIX}urid:{hex}:{kind}:{id}")
+}
+
+/// The bare-id indexes a record belongs to: every user's, and its owner's.
+pub(super) fn rid_sets_of(record: &RunRecord) -> [String; 2] {
+    match &record.request_id {
+        RequestId::String(s) => [rid_string(s), rid_owner(&record.owner, 's', s)],
+        RequestId::Number(n) => [
+            rid_number(*n),
+            rid_owner(&record.owner, 'n', &n.to_string()),
+        ],
     }
+}
+
+/// The indexes a selector is looked up in: every user's (`owner` None: an admin), or one
+/// user's own (so a user's lookup is exact however many runs others have under that id). A
+/// string id equal to the selector, and the integer it spells in JSON's own form.
+pub(super) fn selector_sets(selector: &str, owner: Option<&str>) -> Vec<String> {
+    let number = selector
+        .parse::<i64>()
+        .ok()
+        .filter(|n| n.to_string() == selector);
+    let mut sets = Vec::with_capacity(2);
+    match owner {
+        None => {
+            sets.push(rid_string(selector));
+            if let Some(n) = number {
+                sets.push(rid_number(n));
+            }
+        }
+        Some(owner) => {
+            sets.push(rid_owner(owner, 's', selector));
+            if let Some(n) = number {
+                sets.push(rid_owner(owner, 'n', &n.to_string()));
+            }
+        }
+    }
+    sets
+}
+
+/// Milliseconds since the Unix epoch (the scores of the index sets).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// `cancelkit:cancel:<run_id>`.
@@ -125,9 +175,35 @@ mod tests {
     }
 
     #[test]
-    fn typed_ids_have_their_own_index_sets() {
-        assert_eq!(rid_of(&RequestId::Number(1)), "cancelkit:rid:n:1");
-        assert_eq!(rid_of(&RequestId::String("1".into())), "cancelkit:rid:s:1");
+    fn typed_ids_have_their_own_index_sets_for_everyone_and_for_their_owner() {
+        let record = |id: RequestId, owner: &str| RunRecord {
+            run_id: "run-1".into(),
+            worker: "w".into(),
+            owner: owner.into(),
+            request_id: id,
+            name: None,
+            registered_at: 0.0,
+            state: RunState::Running,
+            cancelled_at: None,
+            cancel_reason: None,
+            cancel_source: None,
+        };
+        assert_eq!(
+            rid_sets_of(&record(RequestId::Number(1), "al:ice")),
+            ["cancelkit:rid:n:1", "cancelkit:urid:616c3a696365:n:1"]
+        );
+        assert_eq!(
+            rid_sets_of(&record(RequestId::String("1".into()), "al:ice")),
+            ["cancelkit:rid:s:1", "cancelkit:urid:616c3a696365:s:1"]
+        );
+        assert_eq!(
+            selector_sets("1", None),
+            ["cancelkit:rid:s:1", "cancelkit:rid:n:1"]
+        );
+        assert_eq!(
+            selector_sets("01", Some("al:ice")),
+            ["cancelkit:urid:616c3a696365:s:01"]
+        );
         assert_eq!(millis(Duration::ZERO), 1);
     }
 }

@@ -455,17 +455,25 @@ fn add_commands(pipe: &mut Pipeline, shared: &Shared, op: &Op) -> usize {
     let settings = &shared.settings;
     match op {
         Op::Record(record) => {
-            let set = keys::rid_of(&record.request_id);
+            let ttl = keys::millis(keys::record_ttl(settings, record));
             pipe.cmd("SET")
                 .arg(keys::run(&record.run_id))
                 .arg(keys::json(record))
                 .arg("PX")
-                .arg(keys::millis(keys::record_ttl(settings, record)));
-            pipe.cmd("SADD").arg(&set).arg(&record.run_id);
-            pipe.cmd("PEXPIRE")
-                .arg(&set)
-                .arg(keys::millis(keys::index_ttl(settings)));
-            3
+                .arg(ttl);
+            let now = keys::now_ms();
+            for set in keys::rid_sets_of(record) {
+                // The entry lives as long as its record; expired entries go with every write.
+                pipe.cmd("ZADD")
+                    .arg(&set)
+                    .arg(now.saturating_add(ttl))
+                    .arg(&record.run_id);
+                pipe.cmd("ZREMRANGEBYSCORE").arg(&set).arg("-inf").arg(now);
+                pipe.cmd("PEXPIRE")
+                    .arg(&set)
+                    .arg(keys::millis(keys::index_ttl(settings)));
+            }
+            7
         }
         Op::Tombstone(tombstone) => {
             let left = (tombstone.expires_at - record::unix_now()).max(0.001);
@@ -491,7 +499,7 @@ fn add_commands(pipe: &mut Pipeline, shared: &Shared, op: &Op) -> usize {
             1
         }
         Op::Prune { set, run_id } => {
-            pipe.cmd("SREM").arg(set).arg(run_id);
+            pipe.cmd("ZREM").arg(set).arg(run_id);
             1
         }
     }
@@ -527,20 +535,26 @@ pub(super) async fn send_cancel(
     pipe.query_async(conn).await
 }
 
-/// The records a selector names: the run id's record, and those in the bare-id index sets.
+/// The records a selector names: the run id's record, and those in the bare-id indexes
+/// (every user's for an admin, `owner`'s own otherwise), at most [`keys::MAX_FIND`] per index.
 pub(super) async fn find(
     shared: &Shared,
     conn: &mut ConnectionManager,
     selector: &str,
+    owner: Option<&str>,
 ) -> RedisResult<Vec<RunRecord>> {
-    let mut sets = vec![keys::rid_string(selector)];
-    if let Ok(n) = selector.parse::<i64>() {
-        sets.push(keys::rid_number(n));
-    }
+    let sets = keys::selector_sets(selector, owner);
+    let now = keys::now_ms();
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for set in &sets {
-        pipe.cmd("SMEMBERS").arg(set);
+        pipe.cmd("ZRANGEBYSCORE")
+            .arg(set)
+            .arg(now)
+            .arg("+inf")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(keys::MAX_FIND);
     }
     let replies: Vec<RedisResult<Vec<String>>> = pipe.query_async(conn).await?;
     let mut members = Vec::with_capacity(replies.len());

@@ -3,9 +3,13 @@
 //! What Redis holds (all keys under the prefix `cancelkit:`, every key with a TTL):
 //! - `cancelkit:run:<run_id>` → a [`RunRecord`] as JSON (TTL: while running, the tool timeout
 //!   plus the retention, refreshed on every write; once finished, the retention);
-//! - `cancelkit:rid:<s|n>:<id>` → a set of run ids whose JSON-RPC id is that string (`s`) or
-//!   integer (`n`), so a bare id is found on every worker (TTL: the longest a record lives,
-//!   refreshed on every write; ids whose record expired are pruned when a lookup meets them);
+//! - `cancelkit:rid:<s|n>:<id>` → the run ids whose JSON-RPC id is that string (`s`) or
+//!   integer (`n`), so a bare id is found on every worker, and `cancelkit:urid:<owner in
+//!   hex>:<s|n>:<id>` → the same for one user's runs (a user's lookup reads only its own): sorted
+//!   sets scored by when each entry's record expires, every write dropping the expired entries,
+//!   so an index never outgrows the records it names (TTL: the longest a record lives,
+//!   refreshed on every write; an id whose record went early is pruned when a lookup meets
+//!   it); a lookup reads at most 1,000 entries of one index;
 //! - `cancelkit:cancel:<run_id>` → a cancel marker `{"reason": ...}` (TTL: the tombstone ttl),
 //!   so a worker that missed the pub/sub message still applies it;
 //! - `cancelkit:tombstone:<id>` → a [`Tombstone`] as JSON (TTL: until it expires).
@@ -270,11 +274,15 @@ impl Cluster {
     ///
     /// Records of this worker's runs are included too (the caller merges). Ids whose record has
     /// expired are left out, and taken out of their index set in the background.
-    pub async fn find(&self, selector: &str) -> Result<Vec<RunRecord>, Unavailable> {
+    pub async fn find(
+        &self,
+        selector: &str,
+        owner: Option<&str>,
+    ) -> Result<Vec<RunRecord>, Unavailable> {
         let shared = self.shared();
         let mut conn = shared.conn()?;
         let limit = shared.settings.lookup_timeout;
-        match tokio::time::timeout(limit, link::find(shared, &mut conn, selector)).await {
+        match tokio::time::timeout(limit, link::find(shared, &mut conn, selector, owner)).await {
             Ok(Ok(found)) => Ok(found),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, selector, "redis lookup failed");

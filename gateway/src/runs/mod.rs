@@ -366,7 +366,9 @@ impl Runs {
         // A run id names one run: found here, there is nothing to ask the others.
         let settled = record::is_run_id(selector) && found.iter().any(|r| r.run_id == selector);
         if let Some(cluster) = self.cluster().filter(|_| !settled) {
-            match cluster.find(selector).await {
+            // A user's lookup reads only its own index: exact however many runs others have.
+            let owner = (!caller.is_admin()).then_some(&*caller.sub);
+            match cluster.find(selector, owner).await {
                 Ok(remote) => {
                     for record in remote {
                         if !found.iter().any(|r| r.run_id == record.run_id) {
