@@ -111,6 +111,8 @@ struct UpstreamFile {
     url: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 /// The resolved configuration.
@@ -210,6 +212,9 @@ pub enum Transport {
     Http {
         /// Its endpoint.
         url: String,
+        /// Headers sent with every request to it (an `Authorization` for an upstream that
+        /// wants one), `${NAME}` already replaced by the environment variable `NAME`.
+        headers: BTreeMap<String, String>,
     },
 }
 
@@ -408,6 +413,27 @@ impl Config {
                     format!("`{}` names two upstreams", up.name),
                 ));
             }
+            if up.command.is_some() && !up.headers.is_empty() {
+                return Err(key_error(
+                    &key("headers"),
+                    "`headers` belong to a `url` upstream, not a `command` one".into(),
+                ));
+            }
+            let mut headers = BTreeMap::new();
+            for (name, value) in &up.headers {
+                let header_key = key(&format!("headers.{name}"));
+                let value = expand_env(value, &env).map_err(|e| key_error(&header_key, e))?;
+                if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    return Err(key_error(&header_key, "not a valid header name".into()));
+                }
+                if axum::http::HeaderValue::from_str(&value).is_err() {
+                    return Err(key_error(
+                        &header_key,
+                        "not a valid header value (visible ASCII only)".into(),
+                    ));
+                }
+                headers.insert(name.clone(), value);
+            }
             let transport = match (up.command, up.url) {
                 (Some(command), None) => Transport::Stdio {
                     command,
@@ -428,7 +454,7 @@ impl Config {
                             format!("`{url}` is not an http:// or https:// URL"),
                         ));
                     }
-                    Transport::Http { url }
+                    Transport::Http { url, headers }
                 }
                 (Some(_), Some(_)) => {
                     return Err(key_error(
@@ -504,6 +530,27 @@ impl Config {
             PathBuf::from(command)
         }
     }
+}
+
+/// Replaces each `${NAME}` in `value` with the environment variable `NAME` (an error if it is
+/// not set, so a missing secret is found at start, not at the first call).
+fn expand_env(value: &str, env: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("`${{` without a closing `}}` in `{value}`"))?;
+        let name = &after[..end];
+        let found = env(name)
+            .ok_or_else(|| format!("the environment variable `{name}` it names is not set"))?;
+        out.push_str(&found);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 fn positive(_key: &str, value: Option<usize>, default: usize) -> Result<usize, String> {
@@ -621,6 +668,33 @@ mod tests {
             e.contains("environment: key `MCPGATEWAY_TOOL_CANCELLATION_ENABLED`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn url_upstreams_take_headers_with_environment_variables() {
+        let text = "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:9/mcp\"\n[upstream.headers]\nAuthorization = \"Bearer ${TOKEN}\"\n";
+        let env = |key: &str| (key == "TOKEN").then(|| "t0k".to_owned());
+        let config = Config::from_parts("t", text, env, &Overrides::default()).unwrap();
+        match &config.upstreams[0].transport {
+            Transport::Http { headers, .. } => {
+                assert_eq!(headers["Authorization"], "Bearer t0k");
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = Config::from_parts("t", text, |_| None, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`upstream[0].headers.Authorization`"), "{e}");
+        assert!(e.contains("`TOKEN`"), "{e}");
+        let e =
+            load("[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.headers]\nX = \"y\"\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("`upstream[0].headers`"), "{e}");
+        let e = load("[[upstream]]\nname = \"a\"\nurl = \"http://h/\"\n[upstream.headers]\n\"bad name\" = \"y\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a valid header name"), "{e}");
     }
 
     #[test]

@@ -90,7 +90,9 @@ impl Upstream {
                     env.clone(),
                 ))
             }
-            Transport::Http { url } => Upstream::Http(http::HttpUpstream::new(&config.name, url)),
+            Transport::Http { url, headers } => {
+                Upstream::Http(http::HttpUpstream::with_headers(&config.name, url, headers))
+            }
         }
     }
 

@@ -228,10 +228,34 @@ struct Progress<'a> {
 impl HttpUpstream {
     /// A connector for the MCP endpoint `url` (nothing is sent until the first use).
     pub fn new(name: &str, url: &str) -> HttpUpstream {
+        HttpUpstream::with_headers(name, url, &std::collections::BTreeMap::new())
+    }
+
+    /// [`new`](Self::new), sending `headers` with every request (an `Authorization` the
+    /// upstream wants; the MCP headers of a request are set per request and win).
+    pub fn with_headers(
+        name: &str,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> HttpUpstream {
+        let mut defaults = HeaderMap::new();
+        for (key, value) in headers {
+            match (
+                HeaderName::from_bytes(key.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                (Ok(key), Ok(mut value)) => {
+                    value.set_sensitive(true);
+                    defaults.insert(key, value);
+                }
+                _ => tracing::error!(upstream = name, header = %key, "invalid header left out"),
+            }
+        }
         let endpoint = reqwest::Url::parse(url)
             .map_err(|e| format!("invalid URL `{url}`: {e}"))
             .and_then(|_| {
                 reqwest::Client::builder()
+                    .default_headers(defaults)
                     .connect_timeout(CONNECT_TIMEOUT)
                     .tcp_nodelay(true)
                     .redirect(reqwest::redirect::Policy::none())
