@@ -371,7 +371,7 @@ pub struct Script {
     name: String,
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<String>,
+    lines: mpsc::Receiver<String>,
     stderr: Arc<Mutex<String>>,
     events: Vec<Value>,
     deadline: Instant,
@@ -413,12 +413,13 @@ impl Script {
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {name}: {e}"));
-        let (tx, lines) = mpsc::unbounded_channel();
+        // Bounded: a script that writes faster than the test reads waits on its pipe.
+        let (tx, lines) = mpsc::channel(1024);
         let stdout = child.stdout.take().expect("piped stdout");
         tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(line).is_err() {
+                if tx.send(line).await.is_err() {
                     break;
                 }
             }
