@@ -28,6 +28,17 @@ pub const EARLY_CANCEL_TTL: Duration = Duration::from_secs(10);
 /// How many such cancels a session keeps (the oldest are forgotten first).
 pub const EARLY_CANCELS: usize = 64;
 
+/// How many of its latest `tools/call` ids a session remembers, so a cancel for a call that
+/// already came (and finished) is not kept for a later call that reuses the id.
+pub const SEEN_CALLS: usize = 256;
+
+/// The cancels waiting for their call, and the ids of the calls that came.
+#[derive(Debug, Default)]
+struct Early {
+    cancels: VecDeque<EarlyCancel>,
+    seen: VecDeque<RequestId>,
+}
+
 /// A `notifications/cancelled` whose request has not arrived (yet).
 #[derive(Debug)]
 struct EarlyCancel {
@@ -47,7 +58,7 @@ pub struct Session {
     pub version: String,
     last_seen: Mutex<Instant>,
     get_stream: Mutex<Option<mpsc::Sender<Value>>>,
-    early_cancels: Mutex<VecDeque<EarlyCancel>>,
+    early_cancels: Mutex<Early>,
 }
 
 impl Session {
@@ -69,8 +80,9 @@ impl Session {
         rx
     }
 
-    /// A client's cancel of request `id`: `cancel` tries the run; if there is none (yet), the
-    /// cancel is kept for [`Session::take_early_cancel`]. Serialized with it, so a call that
+    /// A client's cancel of request `id`: `cancel` tries the run; if there is none (yet), and
+    /// no call with that id came lately (then it has ended: MCP ignores the cancel), the cancel
+    /// is kept for [`Session::take_early_cancel`]. Serialized with it, so a call that
     /// registers while the cancel is being handled sees it one way or the other.
     pub fn cancel_or_remember(
         &self,
@@ -79,9 +91,10 @@ impl Session {
         cancel: impl FnOnce(Option<String>) -> bool,
     ) {
         let mut early = self.early_cancels.lock().unwrap_or_else(|e| e.into_inner());
-        if cancel(reason.clone()) {
+        if cancel(reason.clone()) || early.seen.contains(id) {
             return;
         }
+        let early = &mut early.cancels;
         early.retain(|c| c.at.elapsed() < EARLY_CANCEL_TTL);
         if early.len() >= EARLY_CANCELS {
             early.pop_front();
@@ -94,12 +107,17 @@ impl Session {
     }
 
     /// The cancel that arrived for `id` before its call did, if any (call it once the call's run
-    /// is registered): `Some(reason)`.
+    /// is registered; the id is remembered as one that came): `Some(reason)`.
     pub fn take_early_cancel(&self, id: &RequestId) -> Option<Option<String>> {
         let mut early = self.early_cancels.lock().unwrap_or_else(|e| e.into_inner());
-        early.retain(|c| c.at.elapsed() < EARLY_CANCEL_TTL);
-        let index = early.iter().position(|c| c.id == *id)?;
-        early.remove(index).map(|c| c.reason)
+        if early.seen.len() >= SEEN_CALLS {
+            early.seen.pop_front();
+        }
+        early.seen.push_back(id.clone());
+        let cancels = &mut early.cancels;
+        cancels.retain(|c| c.at.elapsed() < EARLY_CANCEL_TTL);
+        let index = cancels.iter().position(|c| c.id == *id)?;
+        cancels.remove(index).map(|c| c.reason)
     }
 
     /// Sends a message on the GET stream, if one is open; returns whether it was queued.
@@ -153,7 +171,7 @@ impl Sessions {
             version: version.to_owned(),
             last_seen: Mutex::new(Instant::now()),
             get_stream: Mutex::new(None),
-            early_cancels: Mutex::new(VecDeque::new()),
+            early_cancels: Mutex::new(Early::default()),
         });
         map.insert(id, Arc::clone(&session));
         Ok(session)
@@ -231,6 +249,10 @@ mod tests {
         // A cancel that found its run is not kept.
         session.cancel_or_remember(&RequestId::Number(8), None, |_| true);
         assert_eq!(session.take_early_cancel(&RequestId::Number(8)), None);
+        // A cancel for a call that already came (and ended) is not kept for a reuse of its id.
+        assert_eq!(session.take_early_cancel(&RequestId::Number(9)), None);
+        session.cancel_or_remember(&RequestId::Number(9), None, |_| false);
+        assert_eq!(session.take_early_cancel(&RequestId::Number(9)), None);
         for n in 0..(EARLY_CANCELS as i64 + 1) {
             session.cancel_or_remember(&RequestId::Number(100 + n), None, |_| false);
         }
