@@ -164,9 +164,7 @@ impl App {
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
         let server = axum::serve(listener, service).with_graceful_shutdown(stop);
-        tokio::select! {
-            r = server => r?,
-        }
+        server.await?;
         drained.cancelled().await;
         for upstream in self.upstreams.all() {
             upstream.shutdown(Duration::from_secs(2)).await;

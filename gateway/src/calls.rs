@@ -65,7 +65,7 @@ pub struct Call {
     run_id: Option<String>,
     runs: Option<Arc<Runs>>,
     answer: oneshot::Receiver<Outcome>,
-    task: Option<tokio::task::AbortHandle>,
+    task: tokio::task::AbortHandle,
     on_drop: Option<CancelSource>,
     done: bool,
 }
@@ -140,18 +140,14 @@ impl Drop for Call {
                     Some(format!("{}: the caller went away", source.as_str())),
                 );
             }
-            _ => {
-                if let Some(task) = &self.task {
-                    task.abort();
-                }
-            }
+            _ => self.task.abort(),
         }
     }
 }
 
 /// Starts a `tools/call`: resolves the tool, registers the run, spawns its task. An error
-/// that needs no run (unknown tool, bad params, duplicate id, overload) is returned as the
-/// JSON-RPC response to send.
+/// that needs no run (draining, unknown tool, bad params, duplicate id, overload) is returned
+/// as the JSON-RPC response to send.
 pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> {
     let CallRequest {
         caller,
@@ -160,6 +156,16 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
         params,
         progress,
     } = request;
+    if app.draining() {
+        return Err(error_response(
+            &id,
+            JsonRpcError::new(
+                cancelkit::protocol::jsonrpc::ErrorCode::from(OVERLOADED),
+                "Server overloaded: the gateway is shutting down",
+            ),
+            None,
+        ));
+    }
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err(error_response(
             &id,
@@ -241,7 +247,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
         run_id,
         runs: app.runs.clone(),
         answer: rx,
-        task: Some(task.abort_handle()),
+        task: task.abort_handle(),
         on_drop: None,
         done: false,
     })

@@ -11,6 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use cancelkit::protocol::jsonrpc::RequestId;
 use serde_json::{Value, json};
 
 use crate::app::App;
@@ -61,6 +62,17 @@ pub fn parse_json(body: &[u8]) -> Result<Value, String> {
 /// A 422 with `detail`.
 pub fn unprocessable(detail_text: String) -> Response {
     detail(StatusCode::UNPROCESSABLE_ENTITY, detail_text)
+}
+
+/// The typed `requestId` and the reason (cut to the API's limit) of a client's
+/// `notifications/cancelled`; `None` for a malformed one, which MCP says to ignore.
+pub fn cancelled_params(params: &Value) -> Option<(RequestId, Option<String>)> {
+    let id = serde_json::from_value::<RequestId>(params.get("requestId")?.clone()).ok()?;
+    let reason = params
+        .get("reason")
+        .and_then(Value::as_str)
+        .map(|r| r.chars().take(api::MAX_REASON_LEN).collect());
+    Some((id, reason))
 }
 
 /// `GET /health`.

@@ -95,16 +95,6 @@ pub async fn rpc(
         }
         Message::Request { id, method, params } => match method.as_str() {
             "tools/call" => {
-                if app.draining() {
-                    return json_response(calls::error_response(
-                        &id,
-                        JsonRpcError::new(
-                            cancelkit::protocol::jsonrpc::ErrorCode::from(calls::OVERLOADED),
-                            "Server overloaded: the gateway is shutting down",
-                        ),
-                        None,
-                    ));
-                }
                 let request = CallRequest {
                     caller: caller.clone(),
                     channel: Arc::from(CHANNEL),
@@ -145,16 +135,9 @@ pub async fn rpc(
 /// unknown or malformed one is ignored).
 fn client_cancel(app: &App, caller: &Caller, params: &Value) {
     let Some(runs) = &app.runs else { return };
-    let Some(id) = params
-        .get("requestId")
-        .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok())
-    else {
+    let Some((id, reason)) = super::cancelled_params(params) else {
         return;
     };
-    let reason = params
-        .get("reason")
-        .and_then(Value::as_str)
-        .map(|r| r.chars().take(super::api::MAX_REASON_LEN).collect());
     let key = RunKey {
         user: Arc::clone(&caller.sub),
         channel: Arc::from(CHANNEL),

@@ -210,14 +210,8 @@ fn notification(app: &App, caller: &Caller, era: &Era, method: &str, params: &Va
     if method == "notifications/cancelled"
         && let Era::Session(session) = era
         && let Some(runs) = &app.runs
-        && let Some(id) = params
-            .get("requestId")
-            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok())
+        && let Some((id, reason)) = super::cancelled_params(params)
     {
-        let reason = params
-            .get("reason")
-            .and_then(Value::as_str)
-            .map(|r| r.chars().take(super::api::MAX_REASON_LEN).collect());
         let key = RunKey {
             user: Arc::clone(&caller.sub),
             channel: Arc::clone(&session.id),
@@ -346,19 +340,6 @@ async fn tools_call(
     session: Option<Arc<Session>>,
     finish: fn(Value) -> Value,
 ) -> Response {
-    if app.draining() {
-        return json_response(
-            StatusCode::OK,
-            calls::error_response(
-                &id,
-                JsonRpcError::new(
-                    ErrorCode::from(calls::OVERLOADED),
-                    "Server overloaded: the gateway is shutting down",
-                ),
-                None,
-            ),
-        );
-    }
     let (progress_tx, progress_rx) = mpsc::channel(PROGRESS_BUFFER);
     let request = CallRequest {
         caller,
