@@ -9,6 +9,7 @@ mod load_bench;
 mod macro_bench;
 mod peer_bench;
 mod rap_bench;
+#[allow(dead_code)] // until every benchmark reports through report::Report
 mod report;
 
 fn main() {
