@@ -293,34 +293,6 @@ pub fn workspace_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_spread_is_the_median_and_the_extremes_of_the_rounds() {
-        let spread = Spread::of(&[3.0, 1.0, 2.0, 10.0, 4.0]);
-        assert_eq!(
-            spread,
-            Spread {
-                median: 3.0,
-                min: 1.0,
-                max: 10.0
-            }
-        );
-        assert_eq!(spread.show(1), "3.0 (1.0–10.0)");
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(number(326_700.4, 0), "326,700");
-        assert_eq!(number(1234.5, 1), "1,234.5");
-        assert_eq!(number(999.0, 0), "999");
-        assert_eq!(number(-1234.0, 0), "-1,234");
-        assert_eq!(number(f64::NAN, 0), "—");
-    }
-}
-
 /// One row of the old plain tables (kept until every benchmark reports through [`Report`]).
 pub struct Row {
     /// The row's name.
@@ -354,5 +326,33 @@ pub fn save_json(name: &str, value: &Value) {
     match written {
         Ok(()) => println!("\nsaved {}", path.display()),
         Err(e) => eprintln!("\ncould not save {}: {e}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spread_is_the_median_and_the_extremes_of_the_rounds() {
+        let spread = Spread::of(&[3.0, 1.0, 2.0, 10.0, 4.0]);
+        assert_eq!(
+            spread,
+            Spread {
+                median: 3.0,
+                min: 1.0,
+                max: 10.0
+            }
+        );
+        assert_eq!(spread.show(1), "3.0 (1.0–10.0)");
+    }
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(number(326_700.4, 0), "326,700");
+        assert_eq!(number(1234.5, 1), "1,234.5");
+        assert_eq!(number(999.0, 0), "999");
+        assert_eq!(number(-1234.0, 0), "-1,234");
+        assert_eq!(number(f64::NAN, 0), "—");
     }
 }
