@@ -7,13 +7,21 @@ mod alloc;
 mod gateway_bench;
 mod load_bench;
 mod macro_bench;
-mod peer_bench;
+mod peer;
 mod rap_bench;
 #[allow(dead_code)] // until every benchmark reports through report::Report
 mod report;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The child processes of the pipe rows: a server, or the pipe floor's echo.
+    match args.first().map(String::as_str) {
+        Some("serve") => return peer::serve_main(&args[1..]),
+        Some("floor") => {
+            return peer::floor_echo(args.get(1).map(String::as_str) == Some("blocking"));
+        }
+        _ => {}
+    }
     let names: Vec<&str> = if args.is_empty() {
         vec!["macro", "peer", "rap", "load", "gateway"]
     } else {
@@ -22,7 +30,7 @@ fn main() {
     for name in names {
         match name {
             "macro" => macro_bench::run(),
-            "peer" => peer_bench::run(),
+            "peer" => peer::run(),
             "rap" => rap_bench::run(),
             "load" => load_bench::run(),
             "gateway" => gateway_bench::run(),
