@@ -234,13 +234,22 @@ impl Sizes {
         floor_samples: 100,
     };
 
-    /// QUICK if `CANCELKIT_BENCH_QUICK` is set, else FULL.
+    /// QUICK if `CANCELKIT_BENCH_QUICK` is set, else FULL; `CANCELKIT_BENCH_ROUNDS=N` sets the
+    /// rounds.
     pub fn from_env() -> Sizes {
-        if std::env::var_os("CANCELKIT_BENCH_QUICK").is_some() {
+        let mut sizes = if std::env::var_os("CANCELKIT_BENCH_QUICK").is_some() {
             Sizes::QUICK
         } else {
             Sizes::FULL
+        };
+        if let Some(rounds) = std::env::var("CANCELKIT_BENCH_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .filter(|r| *r > 0)
+        {
+            sizes.rounds = rounds;
         }
+        sizes
     }
 }
 
@@ -419,7 +428,13 @@ pub struct Floors {
 /// in turn (the order rotated from round to round), then the floors, the heap and the limited
 /// rows.
 pub fn measure(sizes: Sizes) -> Results {
-    let configs = Config::all();
+    // `CANCELKIT_BENCH_ONLY=duplex-current` keeps the conditions whose slug contains it (the
+    // report of such a run is partial: for looking into one condition, not for the README).
+    let only = std::env::var("CANCELKIT_BENCH_ONLY").unwrap_or_default();
+    let configs: Vec<Config> = Config::all()
+        .into_iter()
+        .filter(|c| c.slug().contains(&only))
+        .collect();
     let mut results = Results {
         sizes,
         rounds: configs

@@ -131,7 +131,10 @@ pub fn report(results: &Results) -> Report {
             number(sizes.in_flight as f64, 0),
         ),
     );
-    let configs = Config::all();
+    let configs: Vec<Config> = Config::all()
+        .into_iter()
+        .filter(|c| results.rounds.iter().any(|(m, _, r)| m == c && !r.is_empty()))
+        .collect();
 
     // Throughput.
     let mut table = Table::new(
@@ -187,9 +190,13 @@ pub fn report(results: &Results) -> Report {
                 flavor: Flavor::Current,
                 payload,
             };
-            let bytes = rounds_of(results, config, stack)[0]
-                .bytes
-                .unwrap_or_default();
+            let bytes = results
+                .rounds
+                .iter()
+                .find(|(c, s, _)| *c == config && *s == stack)
+                .and_then(|(_, _, rounds)| rounds.first())
+                .and_then(|r| r.bytes)
+                .unwrap_or((f64::NAN, f64::NAN));
             cells.push(number(bytes.0, 0));
             cells.push(number(bytes.1, 0));
         }

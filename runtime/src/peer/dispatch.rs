@@ -270,7 +270,7 @@ impl Request {
         let admission = match shared.rules.admit(params.as_deref()) {
             Ok(admission) => admission,
             Err(refused) => {
-                self.finish(Err(refused), None).await;
+                Box::pin(self.finish(Err(refused), None)).await;
                 return;
             }
         };
@@ -298,7 +298,7 @@ impl Request {
         if let Some(cause) = &cause {
             log_cancelled(&self.id, &self.method, cause);
         }
-        self.finish(reply, cause).await;
+        Box::pin(self.finish(reply, cause)).await;
     }
 
     /// MCP 2025-11-25 task-augmented `tools/call`: answered with the task at once; the handler
@@ -488,12 +488,23 @@ async fn run_handler(
         let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
         Err(crate::Cancelled::new(reason).into())
     };
+    // Boxed: only a connection with a concurrency limit pays for the wait's future (every
+    // request's task would otherwise be sized for it).
     let _permit = match concurrency {
-        Some(slots) => tokio::select! {
-            biased;
-            () = token.cancelled() => return cancelled(),
-            permit = slots.acquire_owned() => permit.ok(),
-        },
+        Some(slots) => {
+            let acquired = Box::pin(async {
+                tokio::select! {
+                    biased;
+                    () = token.cancelled() => None,
+                    permit = slots.acquire_owned() => Some(permit.ok()),
+                }
+            })
+            .await;
+            match acquired {
+                Some(permit) => permit,
+                None => return cancelled(),
+            }
+        }
         None => None,
     };
     if cooperative {

@@ -40,7 +40,10 @@ pub async fn serve(read: BoxRead, write: BoxWrite, signals: Signals) {
             async move |prompt: PromptRequest,
                         responder: agent_client_protocol::v1::Responder<PromptResponse>,
                         cx: agent_client_protocol::v1::ConnectionTo<ClientRole>| {
-                match acp_work(&prompt) {
+                // Every stack's handler lets go of the params before it parks.
+                let work = acp_work(&prompt);
+                drop(prompt);
+                match work {
                     Work::Noop => responder.respond(PromptResponse::new(StopReason::EndTurn)),
                     Work::Heap => {
                         signals.heap();

@@ -37,8 +37,11 @@ pub fn router(acp: bool, signals: Signals) -> Router {
             "session/prompt",
             move |prompt: PromptRequest, _cx: Context| {
                 let signals = signals.clone();
+                // Every stack's handler lets go of the params before it parks.
+                let work = acp_work(&prompt);
+                drop(prompt);
                 async move {
-                    match acp_work(&prompt) {
+                    match work {
                         Work::Park(label) => park(label, signals).await,
                         Work::Heap => signals.heap(),
                         Work::Noop => {}
@@ -52,8 +55,10 @@ pub fn router(acp: bool, signals: Signals) -> Router {
             "tools/call",
             move |call: CallToolRequestParams, _cx: Context| {
                 let signals = signals.clone();
+                let work = mcp_work(&call);
+                drop(call);
                 async move {
-                    match mcp_work(&call) {
+                    match work {
                         Work::Park(label) => park(label, signals).await,
                         Work::Heap => signals.heap(),
                         Work::Noop => {}

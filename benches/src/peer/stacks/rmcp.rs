@@ -28,7 +28,10 @@ impl rmcp::ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        match mcp_work(&request) {
+        // Every stack's handler lets go of the params before it parks.
+        let work = mcp_work(&request);
+        drop(request);
+        match work {
             Work::Park(label) => {
                 let _clock = StopClock(self.signals.clone());
                 self.signals.started(label);
