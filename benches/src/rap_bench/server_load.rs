@@ -80,8 +80,8 @@ pub async fn run() {
     ]);
     table.row(vec![
         "rate limiter: most clients remembered during the churn".into(),
-        churn.peak_limiter_clients.to_string(),
-        format!("≤ {LIMITER_BOUND}"),
+        number(churn.peak_limiter_clients as f64, 0),
+        format!("≤ {}", number(LIMITER_BOUND as f64, 0)),
     ]);
     table.row(vec![
         "rate limiter: clients remembered 1 s later, after one request".into(),
@@ -172,8 +172,11 @@ pub async fn run() {
             churn.unexpected_statuses.is_empty(),
         ),
         (
-            format!("the rate limiter remembers ≤ {LIMITER_BOUND} clients during the churn"),
-            churn.peak_limiter_clients.to_string(),
+            format!(
+                "the rate limiter remembers ≤ {} clients during the churn",
+                number(LIMITER_BOUND as f64, 0)
+            ),
+            number(churn.peak_limiter_clients as f64, 0),
             churn.peak_limiter_clients <= LIMITER_BOUND,
         ),
         (
