@@ -5,9 +5,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use cancelkit::{CancelReason, CancellationToken, Cancelled, JsonRpcError, Scope, cancellable};
+use serde_json::{Value, json};
 
 use crate::alloc;
-use crate::report::{Row, print_table, save_json};
+use crate::report::{Report, Spread, Table, number, ratio};
 
 /// The baseline: no cancellation at all.
 async fn plain(n: u64) -> Result<u64, JsonRpcError> {
@@ -41,6 +42,8 @@ enum Variant {
     Macro,
 }
 
+const VARIANTS: [Variant; 3] = [Variant::Plain, Variant::HandWritten, Variant::Macro];
+const NAMES: [&str; 3] = ["plain async fn", "hand-written wiring", "#[cancellable]"];
 const CALLS_PER_ROUND: u64 = 200_000;
 const ROUNDS: usize = 9;
 
@@ -68,37 +71,38 @@ async fn round(variant: Variant) -> (f64, f64) {
     )
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+/// Every round of the three variants (indexed like [`VARIANTS`]).
+struct Rounds {
+    /// Nanoseconds per call, one value per round.
+    ns: [Vec<f64>; 3],
+    /// Allocations per call, one value per round.
+    allocations: [Vec<f64>; 3],
 }
 
-/// Measures the three variants, interleaved round by round; `ambient` runs them inside a
-/// long-lived root scope.
-fn measure(ambient: bool) -> [(f64, f64); 3] {
+/// Measures the three variants, interleaved round by round (the order rotated each round),
+/// after one un-measured round each; `ambient` runs them inside a long-lived root scope.
+fn measure(ambient: bool) -> Rounds {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("a tokio runtime");
-    let variants = [Variant::Plain, Variant::HandWritten, Variant::Macro];
     let work = async move {
-        let mut times = [Vec::new(), Vec::new(), Vec::new()];
-        let mut allocs = [0.0; 3];
-        for (i, variant) in variants.iter().enumerate() {
-            round(*variant).await; // warm-up
-            allocs[i] = round(*variant).await.1;
+        for variant in VARIANTS {
+            round(variant).await; // warm-up
         }
-        for _ in 0..ROUNDS {
-            for (i, variant) in variants.iter().enumerate() {
-                times[i].push(round(*variant).await.0);
+        let mut rounds = Rounds {
+            ns: Default::default(),
+            allocations: Default::default(),
+        };
+        for r in 0..ROUNDS {
+            for k in 0..VARIANTS.len() {
+                let i = (r + k) % VARIANTS.len();
+                let (ns, allocations) = round(VARIANTS[i]).await;
+                rounds.ns[i].push(ns);
+                rounds.allocations[i].push(allocations);
             }
         }
-        let [a, b, c] = times;
-        [
-            (median(a), allocs[0]),
-            (median(b), allocs[1]),
-            (median(c), allocs[2]),
-        ]
+        rounds
     };
     if ambient {
         let (root, _canceller) = Scope::root();
@@ -108,64 +112,89 @@ fn measure(ambient: bool) -> [(f64, f64); 3] {
     }
 }
 
+/// Runs the benchmark and writes `target/bench/macro.json`.
 pub fn run() {
-    println!(
-        "#[cancellable] overhead: {ROUNDS} rounds of {CALLS_PER_ROUND} calls per variant, median ns per call"
+    let mut report = Report::new(
+        "macro",
+        format!(
+            "What `#[cancellable]` costs per call, next to a plain async fn (no cancellation) and \
+             the same wiring written by hand (a child of the ambient token, a scope over it, a \
+             biased `select!`). Each body returns at once, so the figures are the wiring alone. \
+             One current-thread tokio runtime; {ROUNDS} rounds of {} calls per variant, the \
+             variants interleaved round by round with their order rotated each round, after one \
+             un-measured round each. Figures are the median (min–max) of the rounds; ratios are \
+             taken on the medians. Run once without an ambient scope and once inside a root scope \
+             (where each call's token is a child of the scope's).",
+            number(CALLS_PER_ROUND as f64, 0)
+        ),
     );
-    let mut rows = Vec::new();
-    let mut json = Vec::new();
-    let mut verdicts = Vec::new();
+    let mut data = Vec::new();
     for ambient in [false, true] {
-        let [plain, hand, ours] = measure(ambient);
+        let rounds = measure(ambient);
         let context = if ambient {
-            "ambient scope"
+            "inside an ambient scope"
         } else {
             "no ambient scope"
         };
-        for (name, (ns, allocs)) in [
-            ("plain async fn", plain),
-            ("hand-written wiring", hand),
-            ("#[cancellable]", ours),
-        ] {
-            rows.push(Row {
-                name: format!("{name} ({context})"),
-                cells: vec![
-                    format!("{ns:.1}"),
-                    format!("{:.2}x", ns / hand.0),
-                    format!("{allocs:.2}"),
-                    format!("{:+.2}", allocs - plain.1),
-                ],
-            });
-            json.push(serde_json::json!({
-                "variant": name, "ambient": ambient, "ns_per_call": ns,
-                "vs_hand_written": ns / hand.0, "allocations_per_call": allocs,
-                "allocations_over_plain": allocs - plain.1,
+        let ns: Vec<Spread> = rounds.ns.iter().map(|r| Spread::of(r)).collect();
+        let allocations: Vec<Spread> = rounds.allocations.iter().map(|r| Spread::of(r)).collect();
+        let (plain, hand, ours) = (0, 1, 2);
+        let mut table = Table::new(
+            format!("#[cancellable] overhead, {context}"),
+            &[
+                "variant",
+                "ns/call",
+                "vs hand-written",
+                "allocs/call",
+                "allocs vs plain",
+            ],
+        );
+        for (i, name) in NAMES.iter().enumerate() {
+            table.row(vec![
+                (*name).to_owned(),
+                ns[i].show(1),
+                ratio(ns[i].median, ns[hand].median),
+                number(allocations[i].median, 2),
+                format!("{:+.2}", allocations[i].median - allocations[plain].median),
+            ]);
+        }
+        if allocations.iter().any(|a| a.min != a.max) {
+            table.note("allocations per call differed between rounds; the median is shown");
+        }
+        report.tables.push(table);
+
+        let times = ns[ours].median / ns[hand].median;
+        report.target(
+            format!("#[cancellable] ≤ 1.10× the hand-written wiring ({context})"),
+            format!(
+                "{times:.2}× ({} vs {} ns/call)",
+                number(ns[ours].median, 1),
+                number(ns[hand].median, 1)
+            ),
+            times <= 1.10,
+        );
+        let extra = allocations[ours].median - allocations[plain].median;
+        report.target(
+            format!("#[cancellable] ≤ +1 allocation per call over a plain async fn ({context})"),
+            format!(
+                "{extra:+.2} (hand-written wiring: {:+.2})",
+                allocations[hand].median - allocations[plain].median
+            ),
+            extra <= 1.0 + 1e-9,
+        );
+        for (i, name) in NAMES.iter().enumerate() {
+            data.push(json!({
+                "variant": name,
+                "ambient": ambient,
+                "ns_per_call_rounds": rounds.ns[i],
+                "allocations_per_call_rounds": rounds.allocations[i],
             }));
         }
-        let ratio = ours.0 / hand.0;
-        let extra = ours.1 - plain.1;
-        verdicts.push(format!(
-            "{context}: #[cancellable] is {ratio:.2}x the hand-written wiring (target <= 1.10x: {}), \
-             {extra:+.2} allocations per call over the plain fn ({:+.2} for the hand-written wiring; target <= +1: {})",
-            if ratio <= 1.10 { "met" } else { "MISSED" },
-            hand.1 - plain.1,
-            if extra <= 1.0 + 1e-9 { "met" } else { "MISSED" },
-        ));
     }
-    print_table(
-        "",
-        &[
-            "variant",
-            "ns/call",
-            "vs hand-written",
-            "allocs/call",
-            "allocs vs plain",
-        ],
-        &rows,
-    );
-    println!();
-    for verdict in &verdicts {
-        println!("{verdict}");
-    }
-    save_json("macro", &serde_json::Value::Array(json));
+    report.data = json!({
+        "rounds": ROUNDS,
+        "calls_per_round": CALLS_PER_ROUND,
+        "variants": Value::Array(data),
+    });
+    report.finish();
 }

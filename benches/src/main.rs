@@ -1,7 +1,9 @@
 //! cancelkit's side-by-side benchmarks. Run them with `cargo xtask bench [NAME]`.
 //!
-//! Every benchmark runs our code and its baseline in the same process, interleaved round by
-//! round, and prints ratios; a table is also written as JSON under `target/bench/`.
+//! Every comparison runs our code and its baselines in the same run, interleaved round by round,
+//! and reports each figure as the median (min–max) of the rounds, with ratios on the medians.
+//! Each benchmark builds a [`report::Report`], which prints its tables and targets and writes
+//! them as JSON (and its plots as SVG) under `target/bench/`.
 
 mod alloc;
 mod gateway_bench;
