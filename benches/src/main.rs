@@ -3,7 +3,8 @@
 //! Every comparison runs our code and its baselines in the same run, interleaved round by round,
 //! and reports each figure as the median (min–max) of the rounds, with ratios on the medians.
 //! Each benchmark builds a [`report::Report`], which prints its tables and targets and writes
-//! them as JSON (and its plots as SVG) under `target/bench/`.
+//! them as JSON (and its plots as SVG) under `target/bench/`; `cargo xtask bench --readme`
+//! renders those files into the README's tables.
 
 mod alloc;
 mod gateway_bench;
@@ -11,7 +12,6 @@ mod load_bench;
 mod macro_bench;
 mod peer;
 mod rap_bench;
-#[allow(dead_code)] // until every benchmark reports through report::Report
 mod report;
 
 fn main() {
@@ -22,6 +22,7 @@ fn main() {
         Some("floor") => {
             return peer::floor_echo(args.get(1).map(String::as_str) == Some("blocking"));
         }
+        Some("--readme") => return readme(&args[1..]),
         _ => {}
     }
     let names: Vec<&str> = if args.is_empty() {
@@ -42,6 +43,28 @@ fn main() {
                 );
                 std::process::exit(2);
             }
+        }
+    }
+}
+
+/// `--readme`: renders the README's benchmark blocks from `target/bench/*.json` (no benchmark
+/// runs) and copies the plots to `docs/bench/`.
+fn readme(rest: &[String]) {
+    if !rest.is_empty() {
+        eprintln!("--readme takes no benchmark names (it renders every report in target/bench)");
+        std::process::exit(2);
+    }
+    let workspace = report::workspace_dir();
+    let updated = report::readme::update_readme(
+        &workspace.join("README.md"),
+        &report::bench_dir(),
+        &workspace.join("docs/bench"),
+    );
+    match updated {
+        Ok(names) => println!("README.md: rendered {}", names.join(", ")),
+        Err(message) => {
+            eprintln!("error: {message}");
+            std::process::exit(1);
         }
     }
 }

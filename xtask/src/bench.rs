@@ -1,7 +1,13 @@
 //! `cargo xtask bench [NAME...]`: builds the benchmark binary in release mode and runs it.
+//! `cargo xtask bench --readme`: runs it to render the README's tables from `target/bench/*.json`
+//! (no benchmark runs, so the gateway is not built).
 
 pub fn main(names: &[&str]) -> Result<(), String> {
-    if names.is_empty() || names.contains(&"gateway") {
+    let readme = names.contains(&"--readme");
+    if readme && names.len() > 1 {
+        return Err("--readme takes no benchmark names".to_owned());
+    }
+    if !readme && (names.is_empty() || names.contains(&"gateway")) {
         // The gateway benchmark runs the gateway binary (release) beside the bench binary.
         let built = crate::cargo()
             .args([

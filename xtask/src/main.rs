@@ -4,6 +4,7 @@
 //! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
 //! cargo xtask test                the whole test suite, as CI runs it
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
+//! cargo xtask bench --readme      the README's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
 //! ```
 
@@ -22,9 +23,11 @@ tasks:
   codegen [--check]   regenerate the bindings in generated/src from schema/*.json;
                       with --check, write nothing, list stale files and exit 1 if any
   test                run the whole test suite: codegen check, fmt, clippy, tests, docs
-  bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load, gateway; all
-                      by default); prints ratios
-                      and writes target/bench/NAME.json
+  bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load,
+                      gateway; all by default); prints the tables and writes
+                      target/bench/NAME.json (and its plots, NAME-*.svg)
+  bench --readme      regenerate the README's benchmark tables from target/bench/*.json
+                      (runs no benchmark) and copy the plots to docs/bench/
   fuzz [TARGET] [--time S] [--sanitizer address|none] [-- LIBFUZZER_ARGS]
                       fuzz one target, or each in turn, for S seconds (default 60) with
                       cargo-fuzz (installed if missing; address sanitizer unless told

@@ -133,7 +133,12 @@ pub fn report(results: &Results) -> Report {
     );
     let configs: Vec<Config> = Config::all()
         .into_iter()
-        .filter(|c| results.rounds.iter().any(|(m, _, r)| m == c && !r.is_empty()))
+        .filter(|c| {
+            results
+                .rounds
+                .iter()
+                .any(|(m, _, r)| m == c && !r.is_empty())
+        })
         .collect();
 
     // Throughput.

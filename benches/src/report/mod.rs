@@ -293,42 +293,6 @@ pub fn workspace_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// One row of the old plain tables (kept until every benchmark reports through [`Report`]).
-pub struct Row {
-    /// The row's name.
-    pub name: String,
-    /// Its cells.
-    pub cells: Vec<String>,
-}
-
-/// Prints an old plain table (kept until every benchmark reports through [`Report`]).
-pub fn print_table(title: &str, header: &[&str], rows: &[Row]) {
-    let mut table = Table::new(title, header);
-    for row in rows {
-        let mut cells = vec![row.name.clone()];
-        cells.extend(row.cells.iter().cloned());
-        table.row(cells);
-    }
-    table.print();
-}
-
-/// Writes raw JSON to `target/bench/NAME.json` (kept until every benchmark reports through
-/// [`Report`]).
-pub fn save_json(name: &str, value: &Value) {
-    let dir = bench_dir();
-    let path = dir.join(format!("{name}.json"));
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
-        std::fs::write(
-            &path,
-            serde_json::to_string_pretty(value).unwrap_or_default(),
-        )
-    });
-    match written {
-        Ok(()) => println!("\nsaved {}", path.display()),
-        Err(e) => eprintln!("\ncould not save {}: {e}", path.display()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
