@@ -87,22 +87,30 @@ pub struct OutgoingRequest<R> {
     rx: oneshot::Receiver<Reply>,
     scope: Option<Scope>,
     waiter: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
-    timeout: Option<(Duration, Pin<Box<Sleep>>)>,
-    /// A timeout that restarts on progress, up to a maximum.
-    progress: Option<Box<ProgressTimeout>>,
-    /// The `_meta.progressToken` its params carry, if any.
-    progress_token: Option<RequestId>,
     /// MCP task-augmented: cancelled with `tasks/cancel`, once its task id is known.
     task: bool,
-    /// An answer taken from `rx` early (by [`cancel`](Self::cancel) of a task request), for
-    /// `poll` to return.
-    ready: Option<Result<Reply, oneshot::error::RecvError>>,
     state: State,
+    /// What only some requests need, boxed so that a plain request in flight stays small
+    /// (96 bytes instead of 336).
+    extra: Option<Box<Extra>>,
+    _result: PhantomData<fn() -> R>,
+}
+
+/// The parts of an [`OutgoingRequest`] that most requests never use.
+#[derive(Default)]
+struct Extra {
+    timeout: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// A timeout that restarts on progress, up to a maximum.
+    progress: Option<ProgressTimeout>,
+    /// The `_meta.progressToken` its params carry, if any.
+    progress_token: Option<RequestId>,
+    /// An answer taken from `rx` early (by [`cancel`](OutgoingRequest::cancel) of a task
+    /// request), for `poll` to return.
+    ready: Option<Result<Reply, oneshot::error::RecvError>>,
     /// Why the request could not even be sent.
     early: Option<RequestError>,
     /// Not queued yet (our output queue was full): the message, and the room being waited for.
     unsent: Option<Unsent>,
-    _result: PhantomData<fn() -> R>,
 }
 
 /// The state of [`OutgoingRequest::progress_timeout`].
@@ -166,14 +174,14 @@ impl<R> OutgoingRequest<R> {
             rx,
             scope: crate::current_scope(),
             waiter: None,
-            timeout: None,
-            progress: None,
-            progress_token: None,
             task: false,
-            ready: None,
             state: State::Waiting,
-            early: None,
-            unsent,
+            extra: unsent.map(|unsent| {
+                Box::new(Extra {
+                    unsent: Some(unsent),
+                    ..Extra::default()
+                })
+            }),
             _result: PhantomData,
         }
     }
@@ -188,7 +196,7 @@ impl<R> OutgoingRequest<R> {
         let (_, rx) = oneshot::channel();
         let mut request = Self::new(shared, id, method, rx, None);
         request.state = State::Done;
-        request.early = Some(error);
+        request.extra().early = Some(error);
         request
     }
 
@@ -198,8 +206,20 @@ impl<R> OutgoingRequest<R> {
     }
 
     pub(crate) fn with_progress_token(mut self, token: Option<RequestId>) -> Self {
-        self.progress_token = token;
+        if token.is_some() {
+            self.extra().progress_token = token;
+        }
         self
+    }
+
+    /// The rarely used parts, made on first use.
+    fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// Takes one of the rarely used parts, if there is any.
+    fn take<T>(&mut self, part: impl FnOnce(&mut Extra) -> Option<T>) -> Option<T> {
+        self.extra.as_deref_mut().and_then(part)
     }
 
     /// The id the request was sent with.
@@ -210,7 +230,7 @@ impl<R> OutgoingRequest<R> {
     /// Gives up waiting after `after`: the peer is told to cancel and the request fails with
     /// [`RequestError::Timeout`].
     pub fn timeout(mut self, after: Duration) -> Self {
-        self.timeout = Some((after, Box::pin(tokio::time::sleep(after))));
+        self.extra().timeout = Some((after, Box::pin(tokio::time::sleep(after))));
         self
     }
 
@@ -232,25 +252,26 @@ impl<R> OutgoingRequest<R> {
         }
         let idle = idle.min(max);
         self.stop_watching(); // called again: the new timeout replaces the old one
-        let watched = match &self.progress_token {
-            Some(token) => match self.shared.watch_progress(token) {
-                Some(progress) => Some((token.clone(), progress)),
+        let token = self.extra.as_ref().and_then(|e| e.progress_token.clone());
+        let watched = match token {
+            Some(token) => match self.shared.watch_progress(&token) {
+                Some(progress) => Some((token, progress)),
                 None => {
                     tracing::warn!(request_id = %self.id, "cannot watch this request's progress (too many watched, or its token is in use); a plain timeout of the maximum applies");
-                    self.timeout = Some((max, Box::pin(tokio::time::sleep(max))));
+                    self.extra().timeout = Some((max, Box::pin(tokio::time::sleep(max))));
                     return self;
                 }
             },
             None => None,
         };
-        self.progress = Some(Box::new(ProgressTimeout {
+        self.extra().progress = Some(ProgressTimeout {
             idle,
             max,
             idle_timer: Box::pin(tokio::time::sleep(idle)),
             max_timer: Box::pin(tokio::time::sleep(max)),
             watched,
             seen: 0,
-        }));
+        });
         self
     }
 
@@ -292,7 +313,7 @@ impl<R> OutgoingRequest<R> {
                         self.shared.send_task_cancel(&self.id, &task);
                     }
                     if let Ok(reply) = ready {
-                        self.ready = Some(Ok(reply));
+                        self.extra().ready = Some(Ok(reply));
                     }
                 }
             } else {
@@ -307,7 +328,7 @@ impl<R> OutgoingRequest<R> {
     /// Tells the peer to cancel (unless that already happened, or the request never left our
     /// queue) and forgets the request.
     fn give_up(&mut self, cause: OutgoingCause) {
-        if self.state == State::Waiting && self.unsent.take().is_none() {
+        if self.state == State::Waiting && self.take(|e| e.unsent.take()).is_none() {
             if self.task {
                 self.give_up_task(&cause);
             } else {
@@ -331,7 +352,7 @@ impl<R> OutgoingRequest<R> {
             }
             return; // `forget` keeps the entry until the task id arrives
         }
-        let reply = match self.ready.take() {
+        let reply = match self.take(|e| e.ready.take()) {
             Some(Ok(reply)) => Some(reply),
             _ => self.rx.try_recv().ok(),
         };
@@ -357,7 +378,7 @@ impl<R> OutgoingRequest<R> {
     }
 
     fn stop_watching(&mut self) {
-        if let Some(progress) = self.progress.take()
+        if let Some(progress) = self.take(|e| e.progress.take())
             && let Some((token, _)) = &progress.watched
         {
             self.shared.unwatch_progress(token);
@@ -366,7 +387,7 @@ impl<R> OutgoingRequest<R> {
 
     /// Polls the progress timeout: `Some(after)` once it expired.
     fn poll_progress(&mut self, cx: &mut TaskContext<'_>) -> Option<Duration> {
-        let progress = self.progress.as_mut()?;
+        let progress = self.extra.as_deref_mut()?.progress.as_mut()?;
         if let Some((_, watched)) = &progress.watched {
             watched.waker.register(cx.waker());
             let count = watched.count.load(std::sync::atomic::Ordering::Relaxed);
@@ -392,19 +413,22 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         if this.state == State::Done {
-            return Poll::Ready(Err(this.early.take().unwrap_or(RequestError::Closed)));
+            return Poll::Ready(Err(this
+                .take(|e| e.early.take())
+                .unwrap_or(RequestError::Closed)));
         }
-        if let Some(unsent) = &mut this.unsent
+        if let Some(unsent) = this.extra.as_deref_mut().and_then(|e| e.unsent.as_mut())
             && let Poll::Ready(room) = unsent.room.as_mut().poll(cx)
         {
-            let Unsent { message, cost, .. } = this.unsent.take().expect("just polled");
+            let Unsent { message, cost, .. } =
+                this.take(|e| e.unsent.take()).expect("just polled");
             if !(room && this.shared.outbox.send_taken(message, cost)) {
                 this.state = State::Done;
                 this.shared.forget(&this.id);
                 return Poll::Ready(Err(RequestError::Closed));
             }
         }
-        let reply = match this.ready.take() {
+        let reply = match this.take(|e| e.ready.take()) {
             Some(reply) => Poll::Ready(reply),
             None => Pin::new(&mut this.rx).poll(cx),
         };
@@ -427,7 +451,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
                 return Poll::Ready(Err(RequestError::Cancelled(Cancelled::new(reason))));
             }
         }
-        if let Some((after, sleep)) = &mut this.timeout
+        if let Some((after, sleep)) = this.extra.as_deref_mut().and_then(|e| e.timeout.as_mut())
             && sleep.as_mut().poll(cx).is_ready()
         {
             let after = *after;
@@ -460,5 +484,18 @@ impl<R> Drop for OutgoingRequest<R> {
             }
             State::Done => self.stop_watching(),
         }
+    }
+}
+
+
+
+#[cfg(test)]
+mod tests {
+    /// A plain request in flight is held by the caller for as long as it waits: what only some
+    /// requests use lives behind one box.
+    #[test]
+    fn a_plain_outgoing_request_stays_small() {
+        let size = std::mem::size_of::<super::OutgoingRequest<serde_json::Value>>();
+        assert!(size <= 96, "OutgoingRequest is {size} bytes");
     }
 }
