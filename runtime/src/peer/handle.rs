@@ -44,8 +44,12 @@ pub(crate) enum TaskCancel {
 }
 
 /// One of our requests, waiting for its answer.
+/// An answer on its way to the request's future: the error boxed, so that the channel of every
+/// request in flight is sized for the usual answer (a 16-byte result), not for an error.
+pub(crate) type PendingReply = Result<Box<serde_json::value::RawValue>, Box<crate::JsonRpcError>>;
+
 pub(crate) struct Pending {
-    pub(crate) tx: oneshot::Sender<Reply>,
+    pub(crate) tx: oneshot::Sender<PendingReply>,
     /// Shared with the request's future: one allocation for both.
     pub(crate) method: Arc<str>,
     pub(crate) task: TaskCancel,
@@ -69,6 +73,9 @@ pub(crate) struct Shared {
     /// [`OutgoingRequest`] it holds, removed when that future completes or is dropped.
     pending: Mutex<HashMap<RequestId, Pending>>,
     next_id: AtomicI64,
+    /// The method of our last request, shared by the next ones of the same method (a
+    /// connection mostly sends one or two), so a request in flight costs no name of its own.
+    last_method: Mutex<Option<Arc<str>>>,
     pub(crate) router: Router,
     pub(crate) limits: Limits,
     /// Notification handlers, run one after another in arrival order. Unbounded as a channel,
@@ -95,6 +102,19 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// `method` as a shared name: the last one's if it is the same.
+    fn method_name(&self, method: &str) -> Arc<str> {
+        let mut last = lock(&self.last_method);
+        match &*last {
+            Some(name) if &**name == method => Arc::clone(name),
+            _ => {
+                let name: Arc<str> = Arc::from(method);
+                *last = Some(Arc::clone(&name));
+                name
+            }
+        }
+    }
+
     pub(crate) fn new(
         rules: Rules,
         outbox: Outbox,
@@ -111,6 +131,7 @@ impl Shared {
             registry: Registry::default(),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
+            last_method: Mutex::new(None),
             router,
             limits,
             notifications,
@@ -209,7 +230,7 @@ impl Shared {
             .flatten();
         // Sent under the lock: a request given up concurrently either finds its entry here
         // (and marks it) or its answer in its channel.
-        let _ = entry.tx.send(outcome);
+        let _ = entry.tx.send(outcome.map_err(Box::new));
         drop(pending);
         if let Some(task) = task {
             self.send_task_cancel(&id, &task);
@@ -284,7 +305,7 @@ impl Shared {
         };
         drop(pending);
         let error = crate::Cancelled::new(crate::CancelReason::Peer(reason));
-        let _ = ended.tx.send(Err(error.into()));
+        let _ = ended.tx.send(Err(Box::new(error.into())));
         true
     }
 
@@ -311,7 +332,9 @@ impl Shared {
 
 /// The task id in the answer to a task-augmented request: 2025-11-25's `CreateTaskResult`
 /// (`{"task": {"taskId"}}`) or the 2026-07-28 extension's (`{"resultType": "task", "taskId"}`).
-pub(crate) fn task_id_of(outcome: &Reply) -> Option<String> {
+pub(crate) fn task_id_of<E>(
+    outcome: &Result<Box<serde_json::value::RawValue>, E>,
+) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Created {
         task: Option<Task>,
@@ -349,7 +372,7 @@ fn progress_token_of(params: Option<&RawValue>) -> Option<RequestId> {
         token: Option<RequestId>,
     }
     let params = params?;
-    if !params.get().contains("\"progressToken\"") {
+    if !super::wire::may_have_key(params, "progressToken") {
         return None;
     }
     serde_json::from_str::<Params>(params.get())
@@ -385,7 +408,7 @@ impl PeerHandle {
     ) -> OutgoingRequest<R> {
         let shared = &self.shared;
         let id = RequestId::Number(shared.next_id.fetch_add(1, Ordering::Relaxed));
-        let name: Arc<str> = Arc::from(method);
+        let name = shared.method_name(method);
         let shared_arc = Arc::clone(shared);
         if let Some(why) = shared.rules.refuse_request(method) {
             tracing::warn!(method, "{why}");

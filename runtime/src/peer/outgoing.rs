@@ -15,8 +15,7 @@ use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::disconnect::OutgoingCause;
-use super::handle::{Progress, Shared, task_id_of};
-use super::router::Reply;
+use super::handle::{PendingReply, Progress, Shared, task_id_of};
 use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
 
 /// MCP 2026-07-28: how long a `tools/call` given up before its answer is remembered, in case
@@ -84,7 +83,7 @@ pub struct OutgoingRequest<R> {
     shared: Arc<Shared>,
     id: RequestId,
     method: Arc<str>,
-    rx: oneshot::Receiver<Reply>,
+    rx: oneshot::Receiver<PendingReply>,
     scope: Option<Scope>,
     waiter: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     /// MCP task-augmented: cancelled with `tasks/cancel`, once its task id is known.
@@ -106,7 +105,7 @@ struct Extra {
     progress_token: Option<RequestId>,
     /// An answer taken from `rx` early (by [`cancel`](OutgoingRequest::cancel) of a task
     /// request), for `poll` to return.
-    ready: Option<Result<Reply, oneshot::error::RecvError>>,
+    ready: Option<Result<PendingReply, oneshot::error::RecvError>>,
     /// Why the request could not even be sent.
     early: Option<RequestError>,
     /// Not queued yet (our output queue was full): the message, and the room being waited for.
@@ -156,7 +155,7 @@ impl<R> OutgoingRequest<R> {
         shared: Arc<Shared>,
         id: RequestId,
         method: Arc<str>,
-        rx: oneshot::Receiver<Reply>,
+        rx: oneshot::Receiver<PendingReply>,
         unsent: Option<Vec<u8>>,
     ) -> Self {
         let unsent = unsent.map(|message| {
@@ -420,8 +419,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
         if let Some(unsent) = this.extra.as_deref_mut().and_then(|e| e.unsent.as_mut())
             && let Poll::Ready(room) = unsent.room.as_mut().poll(cx)
         {
-            let Unsent { message, cost, .. } =
-                this.take(|e| e.unsent.take()).expect("just polled");
+            let Unsent { message, cost, .. } = this.take(|e| e.unsent.take()).expect("just polled");
             if !(room && this.shared.outbox.send_taken(message, cost)) {
                 this.state = State::Done;
                 this.shared.forget(&this.id);
@@ -437,7 +435,7 @@ impl<R: DeserializeOwned> Future for OutgoingRequest<R> {
             this.stop_watching();
             return Poll::Ready(match reply {
                 Ok(Ok(raw)) => serde_json::from_str(raw.get()).map_err(RequestError::Decode),
-                Ok(Err(error)) => Err(RequestError::Rpc(error)),
+                Ok(Err(error)) => Err(RequestError::Rpc(*error)),
                 Err(_) => Err(RequestError::Closed),
             });
         }
@@ -486,8 +484,6 @@ impl<R> Drop for OutgoingRequest<R> {
         }
     }
 }
-
-
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,7 @@ struct Entry {
     /// The peer asked to cancel it (a second cancel is ignored).
     peer_cancelled: bool,
     /// ACP `session/prompt`: the session it runs a turn of.
-    session: Option<String>,
+    session: Option<Box<str>>,
     /// ACP: cancelled through `session/cancel` (answered with `stopReason: "cancelled"`).
     session_cancelled: bool,
 }
@@ -78,7 +78,7 @@ impl Registry {
                 canceller,
                 cancellable,
                 peer_cancelled: false,
-                session,
+                session: session.map(String::into_boxed_str),
                 session_cancelled: false,
             },
         );

@@ -342,3 +342,29 @@ mod tests {
         );
     }
 }
+
+/// Whether the JSON object `params` may have a member named `key`: `false` only when it
+/// certainly has none (the name nowhere in the text, and no `\u` escape that could spell it).
+/// A cheap look before parsing params that rarely carry the member (a 4 KiB prompt is scanned
+/// with memchr instead of being parsed).
+pub(crate) fn may_have_key(params: &RawValue, key: &str) -> bool {
+    let text = params.get();
+    text.contains(key) || text.contains("\\u")
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_found_however_it_is_written_and_ruled_out_only_when_absent() {
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        assert!(may_have_key(&raw(r#"{"task":{}}"#), "task"));
+        assert!(may_have_key(&raw(r#"{"t\u0061sk":{}}"#), "task"));
+        assert!(may_have_key(&raw(r#"{"text":"a task"}"#), "task"));
+        assert!(!may_have_key(
+            &raw(r#"{"name":"x","arguments":{"text":"the fox"}}"#),
+            "task"
+        ));
+    }
+}

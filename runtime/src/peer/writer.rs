@@ -135,6 +135,9 @@ impl Outbox {
 /// The largest batch gathered into one write.
 const BATCH: usize = 1 << 20;
 
+/// The most a writer with nothing queued keeps of its write buffer.
+const IDLE_BUFFER: usize = 64 * 1024;
+
 /// Writes queued messages, batching whatever is queued into one write, until `stop`; then
 /// writes what is still queued and shuts the stream down. A write error, or a write that makes
 /// no progress for `write_timeout` (the peer is not reading), closes the connection
@@ -175,8 +178,9 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
         })
         .await;
         budget.give_back(cost);
-        if buffer.capacity() > 2 * BATCH {
-            // One huge message: do not keep its buffer for the life of the connection.
+        if buffer.capacity() > 2 * BATCH || (buffer.capacity() > IDLE_BUFFER && rx.is_empty()) {
+            // A burst (or one huge message) is over: an idle connection does not keep its
+            // buffer (up to a megabyte) for the rest of its life.
             buffer = Vec::with_capacity(8 * 1024);
         }
         match written {

@@ -239,7 +239,8 @@ pub(crate) fn unsupported(requested: &str, supported: &[&str]) -> JsonRpcError {
 /// Whether a request's `_meta` declares the tasks extension (so a 2026-07-28 `tools/call` may
 /// come back as a task).
 pub(crate) fn declares_tasks(params: Option<&RawValue>) -> bool {
-    read_meta(params).is_ok_and(|meta| meta.declares_tasks)
+    params.is_some_and(|p| crate::peer::wire::may_have_key(p, "_meta"))
+        && read_meta(params).is_ok_and(|meta| meta.declares_tasks)
 }
 
 /// What the runtime needs of a request's `_meta`.

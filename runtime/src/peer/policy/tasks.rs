@@ -94,7 +94,8 @@ struct TaskIdParams {
 /// The `task` member of a request's params, if it asks for task-augmented execution:
 /// `Some(requested ttl)`.
 pub(crate) fn requested(params: Option<&RawValue>) -> Option<Option<u64>> {
-    let params: TaskParam = serde_json::from_str(params?.get()).ok()?;
+    let params = params.filter(|p| crate::peer::wire::may_have_key(p, "task"))?;
+    let params: TaskParam = serde_json::from_str(params.get()).ok()?;
     params.task.map(|task| task.ttl)
 }
 
