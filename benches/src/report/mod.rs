@@ -277,9 +277,11 @@ impl Report {
     }
 }
 
-/// `target/bench/`, where reports and plots are written.
+/// `target/bench/` (or `CANCELKIT_BENCH_DIR`), where reports and plots are written.
 pub fn bench_dir() -> PathBuf {
-    target_dir().join("bench")
+    std::env::var_os("CANCELKIT_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("bench"))
 }
 
 fn target_dir() -> PathBuf {
