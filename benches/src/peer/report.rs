@@ -521,6 +521,18 @@ pub fn report(results: &Results) -> Report {
         );
     }
 
+    // The README shows four of the plots (all are under target/bench): idle and loaded cancels
+    // of each protocol, in one process and across two.
+    report.readme_plots = Some(
+        [
+            "mcp-idle-duplex-current-noop",
+            "mcp-loaded-duplex-current-noop",
+            "acp-loaded-duplex-multi-noop",
+            "mcp-loaded-pipes-current-4k",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    );
     report.data = data(results);
     report
 }

@@ -200,6 +200,10 @@ pub struct Report {
     pub cdfs: Vec<Cdf>,
     /// The plots' file names, filled in by [`Report::finish`].
     pub plots: Vec<Plot>,
+    /// The slugs of the plots the README shows (`None`: all of them); the others are only
+    /// written under `target/bench/`.
+    #[serde(skip)]
+    pub readme_plots: Option<Vec<String>>,
     /// The machine the run was on (filled in by [`Report::finish`]).
     pub machine: Option<machine::Machine>,
     /// The UTC date and time of the run, RFC 3339 (filled in by [`Report::finish`]).
@@ -215,6 +219,13 @@ pub struct Plot {
     pub file: String,
     /// The chart's title.
     pub title: String,
+    /// Whether the README shows it.
+    #[serde(default = "shown")]
+    pub readme: bool,
+}
+
+fn shown() -> bool {
+    true
 }
 
 impl Report {
@@ -263,9 +274,14 @@ impl Report {
                 Ok(()) => println!("plot {}", path.display()),
                 Err(e) => eprintln!("could not write {}: {e}", path.display()),
             }
+            let readme = self
+                .readme_plots
+                .as_ref()
+                .is_none_or(|slugs| slugs.contains(&cdf.slug));
             self.plots.push(Plot {
                 file,
                 title: cdf.title,
+                readme,
             });
         }
         let path = dir.join(format!("{}.json", self.name));

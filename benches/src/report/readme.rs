@@ -46,7 +46,7 @@ fn render_linking(report: &Report, docs: &str) -> String {
             .collect();
         paragraphs.push(lines.join("\n"));
     }
-    for plot in &report.plots {
+    for plot in report.plots.iter().filter(|p| p.readme) {
         paragraphs.push(format!(
             "![{}]({docs}/{})",
             plot.title.replace('[', "\\[").replace(']', "\\]"),
@@ -228,7 +228,7 @@ fn update(readme: &Path, bench_dir: &Path, docs_dir: &Path) -> Result<Outcome, S
         let range = block_range(&new_text, &report.name)?;
         old_plots.extend(linked_plots(&new_text[range], &link));
         new_text = splice(&new_text, &report.name, &render_linking(report, &link))?;
-        for plot in &report.plots {
+        for plot in report.plots.iter().filter(|p| p.readme) {
             let source = bench_dir.join(&plot.file);
             if !is_plain_file_name(&plot.file) || !source.is_file() {
                 return Err(format!(

@@ -33,11 +33,13 @@ fn report(name: &str, plots: &[&str]) -> Report {
             },
         ],
         cdfs: Vec::new(),
+        readme_plots: None,
         plots: plots
             .iter()
             .map(|slug| Plot {
                 file: format!("{name}-{slug}.svg"),
                 title: format!("{slug} [cancel]"),
+                readme: true,
             })
             .collect(),
         machine: Some(Machine {
@@ -333,4 +335,25 @@ fn the_readme_has_a_block_for_each_benchmark_in_the_form_splice_writes() {
         let block = text[block_range(&text, &name).unwrap()].to_owned();
         assert_eq!(splice(&text, &name, &block).unwrap(), text, "{name}");
     }
+}
+
+#[test]
+fn a_plot_kept_out_of_the_readme_is_neither_shown_nor_copied() {
+    let mut report = sample_report_for_hidden_plot();
+    report.plots[1].readme = false;
+    let text = render(&report);
+    assert!(text.contains(&report.plots[0].file));
+    assert!(!text.contains(&report.plots[1].file));
+}
+
+fn sample_report_for_hidden_plot() -> Report {
+    let mut report = Report::new("peer", "a description");
+    for slug in ["shown", "hidden"] {
+        report.plots.push(Plot {
+            file: format!("peer-{slug}.svg"),
+            title: slug.into(),
+            readme: true,
+        });
+    }
+    report
 }
