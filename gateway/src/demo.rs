@@ -104,6 +104,14 @@ async fn call_tool(params: CallTool, cx: Context) -> Result<Value, JsonRpcError>
     }
 }
 
+/// Writes `line` and its newline to stderr in one write: the demo shares its stderr with the
+/// gateway, whose log lines would otherwise land in the middle of a line written piece by piece
+/// (as `eprintln!` does with its arguments), and readers of the log match whole lines.
+fn log_line(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
 /// Writes the stderr line when a sleep ends early.
 struct StopLog {
     id: String,
@@ -121,11 +129,11 @@ impl Drop for StopLog {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_micros())
                 .unwrap_or(0);
-            eprintln!(
+            log_line(&format!(
                 "{LOG_PREFIX} cancelled tools/call sleep (request id {}) after {:.1?}: {reason} [unix_us={now_us}]",
                 self.id,
                 self.started.elapsed()
-            );
+            ));
         }
     }
 }
@@ -137,7 +145,9 @@ async fn sleep(
     cx: Context,
 ) -> Result<Value, JsonRpcError> {
     let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
-    eprintln!("{LOG_PREFIX} started tools/call sleep (request id {id}) for {duration:?}");
+    log_line(&format!(
+        "{LOG_PREFIX} started tools/call sleep (request id {id}) for {duration:?}"
+    ));
     let mut log = StopLog {
         id,
         started: Instant::now(),
