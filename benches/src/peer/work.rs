@@ -184,9 +184,11 @@ impl LocalSignals {
     }
 }
 
+/// One signal line, in one write (`writeln!` to the unbuffered stderr would make a syscall per
+/// piece, and wake the client's reader for each).
 fn stderr_line(kind: char, value: u64) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{kind} {value}");
+    let _ = std::io::stderr().write_all(format!("{kind} {value}\n").as_bytes());
 }
 
 impl Signals {
