@@ -32,7 +32,8 @@ enum Command {
     Trace {
         #[command(subcommand)]
         view: Option<TraceCommand>,
-        /// Where to write the trace (default: cancelkit-trace-<unix time>.jsonl).
+        /// Where to write the trace (default: cancelkit-trace-SECONDS.jsonl, SECONDS since the Unix
+        /// epoch, in the current directory).
         #[arg(long, short, value_name = "FILE")]
         out: Option<PathBuf>,
         /// The server or agent to run, after `--`.

@@ -272,7 +272,6 @@ fn a_session_with_a_cancel_renders_a_timeline() {
         (answer["id"].clone(), answer["error"]["code"].clone()),
         (json!(1), json!(-32800))
     );
-    drop(send);
     drop(stdin);
     let status = wait_with_deadline(&mut child, Duration::from_secs(20));
     assert!(status.success());
