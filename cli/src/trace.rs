@@ -10,7 +10,7 @@
 //!
 //! Signals: SIGINT, SIGTERM and SIGHUP sent to the proxy are forwarded to the child. When the
 //! proxy's stdin reaches EOF the child's stdin is closed; the child's stdout is forwarded until
-//! it closes. The proxy exits with the child's exit code, or 128 + the signal number when the
+//! it closes (a signal received after the child exited ends that wait). The proxy exits with the child's exit code, or 128 + the signal number when the
 //! child was killed by a signal, or 2 when the child cannot be started.
 
 use std::ffi::OsString;
@@ -428,8 +428,13 @@ async fn proxy(out: &Path, command: &[OsString]) -> i32 {
             }
         }
     };
-    // everything the child wrote reaches the client before we exit
-    let _ = outbound.await;
+    // everything the child wrote reaches the client before we exit, unless a signal says to
+    // stop waiting (a grandchild may hold the child's stdout open long after the child exited)
+    let mut outbound = outbound;
+    tokio::select! {
+        _ = &mut outbound => {}
+        _ = futures_signal(&mut streams) => outbound.abort(),
+    }
     inbound.abort();
     let _ = inbound.await;
     let _ = tx

@@ -225,6 +225,28 @@ fn a_child_killed_by_a_forwarded_signal_exits_128_plus_the_signal() {
     assert_eq!(status.code(), Some(128 + 1));
 }
 
+#[test]
+fn a_signal_ends_the_wait_for_a_stdout_held_open_after_the_child_exited() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl");
+    // the child exits at once (a SIGTERM that reaches it first is ignored); the background
+    // sleep keeps its stdout open for 5 s
+    let mut child = start_ready(&out, "trap '' TERM; sleep 5 & echo ready; exit 3");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the proxy still waits for the held stdout"
+        );
+        signal(&child, nix::sys::signal::Signal::SIGTERM);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(3));
+}
+
 /// A JSON-RPC server in Python: `fast` is answered at once, `slow` only when cancelled.
 const SERVER: &str = r#"
 import json, sys
