@@ -11,7 +11,12 @@
 //!
 //! Hooks for tests and tools: each row is `<div class="row" data-method="…" data-id="…">`, its
 //! bar `class="bar"` (`"bar late"` when answered after a cancel, `"bar open"` when never
-//! answered), each cancel marker `class="cancel"`, the filter `<input id="filter">`.
+//! answered), each cancel marker `class="cancel"`, the filter `<input id="filter">`. The page's
+//! script, once it ran, marks every row whose bar and cancel markers were laid out inside its track
+//! `data-drawn="1"` (and each of those marks with its `data-x`, in pixels from the track's start),
+//! and sets `data-drawn` (how many rows) and `data-shown` (how many pass the filter) on `<body>`.
+//! A URL fragment `#filter=TEXT` presets the filter, and typing in the filter updates the fragment,
+//! so a filtered view can be linked to.
 //!
 //! Nothing in a trace can break the page or the viewer: lines that are not trace records are
 //! skipped and counted, frames that are not JSON-RPC are counted, every string from the trace is
@@ -307,13 +312,53 @@ const SCRIPT: &str = "
 (function () {
   var filter = document.getElementById('filter');
   var rows = document.querySelectorAll('.row');
-  filter.addEventListener('input', function () {
+  var drawn = 0;
+  for (var i = 0; i < rows.length; i++) {
+    var track = rows[i].querySelector('.track').getBoundingClientRect();
+    var marks = rows[i].querySelectorAll('.bar, .cancel');
+    var ok = marks.length > 0 && track.width > 0;
+    for (var j = 0; j < marks.length; j++) {
+      var r = marks[j].getBoundingClientRect();
+      if (r.width > 0 && r.height > 0 && r.left >= track.left - 3 && r.right <= track.right + 3) {
+        marks[j].setAttribute('data-x', String(Math.round(r.left - track.left)));
+      } else {
+        ok = false;
+      }
+    }
+    if (ok) {
+      rows[i].setAttribute('data-drawn', '1');
+      drawn++;
+    }
+  }
+  function apply() {
     var q = filter.value.toLowerCase();
+    var shown = 0;
     for (var i = 0; i < rows.length; i++) {
       var m = (rows[i].getAttribute('data-method') || '').toLowerCase();
-      rows[i].style.display = m.indexOf(q) >= 0 ? '' : 'none';
+      var show = m.indexOf(q) >= 0;
+      rows[i].style.display = show ? '' : 'none';
+      if (show) shown++;
     }
+    document.body.setAttribute('data-shown', String(shown));
+  }
+  filter.addEventListener('input', function () {
+    apply();
+    try {
+      history.replaceState(null, '', filter.value
+        ? '#filter=' + encodeURIComponent(filter.value)
+        : location.pathname + location.search);
+    } catch (e) {}
   });
+  var preset = /(?:^#|&)filter=([^&]*)/.exec(location.hash);
+  if (preset) {
+    try {
+      filter.value = decodeURIComponent(preset[1]);
+    } catch (e) {
+      filter.value = preset[1];
+    }
+  }
+  apply();
+  document.body.setAttribute('data-drawn', String(drawn));
 })();
 ";
 

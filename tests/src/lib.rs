@@ -1,9 +1,11 @@
 //! Shared helpers for cancelkit's cross-crate tests and benchmarks: loading `schema/` and
 //! validating instances against one definition with the `jsonschema` crate (feature `schema`, on
 //! by default), comparing JSON the way the wire does, building the runtime's examples in the
-//! tests' own profile, the pinned Node peers, and a counting global allocator ([`alloc`]).
+//! tests' own profile, the pinned Node peers, headless Chromium ([`chromium`]), and a counting global
+//! allocator ([`alloc`]).
 
 pub mod alloc;
+pub mod chromium;
 pub mod load;
 pub mod node;
 pub mod python;
