@@ -280,16 +280,24 @@ async fn id_types(s: &mut Session, checks: &mut Vec<Check>) {
 
 /// 4. 100 slow calls in parallel, every second one cancelled: exactly the others are answered.
 async fn parallel(s: &mut Session, checks: &mut Vec<Check>) {
-    let mut ev = Evidence::default();
+    // Only the first call and cancel are quoted: the rest are alike.
+    let (mut ev, mut alike) = (Evidence::default(), Evidence::default());
     let params = s.slow(Some(SHORT_SECONDS));
     let mut calls = Vec::with_capacity(PARALLEL);
-    for _ in 0..PARALLEL {
-        calls.push(s.call("tools/call", params.clone(), &mut ev).await);
+    for n in 0..PARALLEL {
+        let quoted = if n == 0 { &mut ev } else { &mut alike };
+        calls.push(s.call("tools/call", params.clone(), quoted).await);
     }
     tokio::time::sleep(SETTLE).await;
-    for (id, _) in calls.iter().step_by(2) {
-        s.cancel(json!({"requestId": id}), &mut ev).await;
+    for (n, (id, _)) in calls.iter().enumerate().step_by(2) {
+        let quoted = if n == 0 { &mut ev } else { &mut alike };
+        s.cancel(json!({"requestId": id}), quoted).await;
     }
+    ev.note(format!(
+        "{PARALLEL} such calls, ids {} to {}; every second one cancelled, from the first",
+        calls[0].0,
+        calls[PARALLEL - 1].0
+    ));
     let deadline = Instant::now() + s.options.timeout + s.slow_duration(Some(SHORT_SECONDS));
     let mut kept_answered = 0;
     for (_, pending) in calls.iter_mut().skip(1).step_by(2) {
