@@ -99,8 +99,8 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
     Ok(report)
 }
 
-/// 1. A cancelled in-flight call gets no response, and the server keeps serving. Returns the
-/// index of the no-response check and the call, to look again for a late answer at the end.
+/// Scenario 1: a cancelled in-flight call gets no response, and the server keeps serving. Returns
+/// the index of the no-response check and the call, to look again for a late answer at the end.
 async fn in_flight(s: &mut Session, checks: &mut Vec<Check>) -> Option<(usize, Pending)> {
     let mut ev = Evidence::default();
     let (id, mut slow) = s.call("tools/call", s.slow(None), &mut ev).await;
@@ -153,8 +153,8 @@ async fn in_flight(s: &mut Session, checks: &mut Vec<Check>) -> Option<(usize, P
     keep.map(|pending| (at, pending))
 }
 
-/// 2. Cancels for an unknown id, a completed request, `initialize` (legacy eras) and malformed
-/// cancels are ignored: no reply of any kind, and the server still answers.
+/// Scenario 2: cancels for an unknown id, a completed request, `initialize` (legacy eras) and
+/// malformed cancels are ignored: no reply of any kind, and the server still answers.
 async fn ignored(s: &mut Session, checks: &mut Vec<Check>) {
     let mut ev = Evidence::default();
     let (done, mut pending) = s.call(s.fast().0, s.fast().1, &mut ev).await;
@@ -236,7 +236,7 @@ async fn ignored(s: &mut Session, checks: &mut Vec<Check>) {
     }
 }
 
-/// 3. Ids `1` and `"1"` are different requests: cancelling `"1"` leaves `1` alone.
+/// Scenario 3: ids `1` and `"1"` are different requests: cancelling `"1"` leaves `1` alone.
 async fn id_types(s: &mut Session, checks: &mut Vec<Check>) {
     let mut ev = Evidence::default();
     let params = s.slow(Some(SHORT_SECONDS));
@@ -278,7 +278,8 @@ async fn id_types(s: &mut Session, checks: &mut Vec<Check>) {
     ));
 }
 
-/// 4. 100 slow calls in parallel, every second one cancelled: exactly the others are answered.
+/// Scenario 4: 100 slow calls in parallel, every second one cancelled: exactly the others are
+/// answered.
 async fn parallel(s: &mut Session, checks: &mut Vec<Check>) {
     // Only the first call and cancel are quoted: the rest are alike.
     let (mut ev, mut alike) = (Evidence::default(), Evidence::default());
@@ -333,7 +334,7 @@ async fn parallel(s: &mut Session, checks: &mut Vec<Check>) {
     ));
 }
 
-/// 5. Responsiveness: the time from a cancel to the answer of the next fast request.
+/// Scenario 5: responsiveness: the time from a cancel to the answer of the next fast request.
 async fn responsiveness(s: &mut Session, checks: &mut Vec<Check>) {
     let mut ev = Evidence::default();
     let mut times = Vec::with_capacity(REPEATS);
