@@ -3,15 +3,20 @@
 //! * `cancelkit trace [--out FILE] -- CMD [ARGS...]` runs CMD behind a transparent stdio proxy
 //!   that records the session as JSON lines.
 //! * `cancelkit trace view FILE [-o timeline.html]` renders such a trace as an HTML timeline.
+//! * `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` runs cancellation scenarios against a
+//!   stdio MCP server.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use cancelkit_cli::check::{self, Options};
 use cancelkit_cli::{trace, view};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
 
 /// cancelkit's command-line tools.
 #[derive(Debug, Parser)]
@@ -40,6 +45,64 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
+    /// Run cancellation scenarios against a server and report what the specification asks.
+    Check {
+        #[command(subcommand)]
+        target: CheckCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CheckCommand {
+    /// Start CMD as a stdio MCP server and check how it handles `notifications/cancelled`.
+    ///
+    /// Exit code: 0 when every MUST and SHOULD check passes, 1 when one fails (with
+    /// --musts-only, MUSTs alone decide), 2 when the server cannot be started or does not
+    /// complete the handshake.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    /// Speak this revision instead of negotiating the newest one the server speaks.
+    #[arg(long, value_parser = ["2024-11-05", "2025-11-25", "2026-07-28"])]
+    revision: Option<String>,
+    /// The slow tool, called and cancelled.
+    #[arg(long, default_value = "sleep", value_name = "NAME")]
+    tool: String,
+    /// The slow tool's arguments (JSON); a numeric `seconds` is shortened where a scenario
+    /// needs many calls.
+    #[arg(long, default_value = r#"{"seconds": 5}"#, value_parser = json_arg, value_name = "JSON")]
+    args: Value,
+    /// A fast tool, called to see that the server still serves (default: a tools/list request).
+    #[arg(long, value_name = "NAME")]
+    fast_tool: Option<String>,
+    /// The fast tool's arguments (JSON).
+    #[arg(long, default_value = "{}", value_parser = json_arg, value_name = "JSON")]
+    fast_args: Value,
+    /// How long each wait for an answer lasts, in seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = seconds_arg, value_name = "S")]
+    timeout: f64,
+    /// Also write the full report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Only the MUST checks decide the exit code.
+    #[arg(long)]
+    musts_only: bool,
+    /// The server to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+fn json_arg(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
+fn seconds_arg(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(s),
+        _ => Err("a number of seconds between 0 and 3600".into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,7 +133,40 @@ fn main() -> ExitCode {
             view: Some(TraceCommand::View { file, output }),
             ..
         } => render(file, output),
+        Command::Check {
+            target: CheckCommand::Mcp(args),
+        } => check_mcp(args),
     }
+}
+
+fn check_mcp(args: McpArgs) -> ExitCode {
+    let options = Options {
+        revision: args.revision,
+        tool: args.tool,
+        args: args.args,
+        fast_tool: args.fast_tool,
+        fast_args: args.fast_args,
+        timeout: Duration::from_secs_f64(args.timeout),
+        musts_only: args.musts_only,
+    };
+    let report = match check::run_mcp(&options, &args.command) {
+        Ok(report) => report,
+        Err(check::Unreachable(why)) => {
+            eprintln!("cancelkit check mcp: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report.table());
+    if let Some(path) = args.json {
+        let written = serde_json::to_vec_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|json| std::fs::write(&path, json));
+        if let Err(e) = written {
+            eprintln!("cancelkit check mcp: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::from(report.exit_code())
 }
 
 fn render(file: PathBuf, output: Option<PathBuf>) -> ExitCode {

@@ -1,0 +1,234 @@
+//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]`: runs cancellation scenarios against a stdio
+//! MCP server and reports each check with the specification's word for it (MUST / SHOULD / MAY),
+//! the revisions it applies to, its result and the frames that show it.
+//!
+//! * [`wire`] — the raw line-level JSON-RPC client the scenarios talk through.
+//! * [`session`] — the handshake and the era's wire forms.
+//! * [`mcp`] — the scenarios.
+//!
+//! The exit code is 0 when every MUST and SHOULD check passes (with `--musts-only`, every MUST),
+//! 1 when one fails, 2 when the server could not be started or did not complete the handshake.
+
+pub mod mcp;
+pub mod session;
+pub mod wire;
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The longest frame quoted in evidence, in characters.
+const EVIDENCE_CHARS: usize = 200;
+/// At most this many evidence lines per check.
+const EVIDENCE_LINES: usize = 16;
+
+/// What `cancelkit check mcp` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Force one revision (`2024-11-05`, `2025-11-25`, `2026-07-28`) instead of negotiating.
+    pub revision: Option<String>,
+    /// The slow tool.
+    pub tool: String,
+    /// Its arguments.
+    pub args: Value,
+    /// A fast tool to call for liveness (`None`: a `tools/list` request).
+    pub fast_tool: Option<String>,
+    /// Its arguments.
+    pub fast_args: Value,
+    /// How long each wait lasts.
+    pub timeout: Duration,
+    /// Whether only the MUST checks decide the exit code.
+    pub musts_only: bool,
+}
+
+/// The specification's word for a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Word {
+    /// An absolute requirement.
+    Must,
+    /// A recommendation.
+    Should,
+    /// An option.
+    May,
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The server did what the check asks.
+    Pass,
+    /// It did not.
+    Fail,
+    /// The check does not apply to the negotiated revision.
+    NotApplicable,
+}
+
+/// One check of one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// The stable id, such as `mcp.cancel.no_response`.
+    pub id: &'static str,
+    /// The specification's word for it.
+    pub word: Word,
+    /// The revisions it applies to.
+    pub revisions: &'static [&'static str],
+    /// Where the word comes from.
+    pub basis: &'static str,
+    /// The result.
+    pub result: Outcome,
+    /// One line about what happened.
+    pub detail: String,
+    /// The frames involved (`->` sent, `<-` received), each cut to a readable length.
+    pub evidence: Vec<String>,
+    /// Numbers the check measured, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Value>,
+}
+
+/// The evidence of one check: frames sent and received, and notes.
+#[derive(Debug, Default, Clone)]
+pub struct Evidence(Vec<String>);
+
+impl Evidence {
+    /// A frame sent to the server.
+    pub fn sent(&mut self, frame: &Value) {
+        self.push(format!("-> {}", cut(&frame.to_string())));
+    }
+
+    /// A frame received from the server.
+    pub fn got(&mut self, frame: &Value) {
+        self.push(format!("<- {}", cut(&frame.to_string())));
+    }
+
+    /// A note.
+    pub fn note(&mut self, note: impl Into<String>) {
+        self.push(format!("-- {}", note.into()));
+    }
+
+    fn push(&mut self, line: String) {
+        match self.0.len() {
+            n if n < EVIDENCE_LINES => self.0.push(line),
+            n if n == EVIDENCE_LINES => self.0.push("-- (more left out)".into()),
+            _ => {}
+        }
+    }
+
+    /// The lines.
+    pub fn into_lines(self) -> Vec<String> {
+        self.0
+    }
+}
+
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(EVIDENCE_CHARS) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The server's command line.
+    pub command: Vec<String>,
+    /// The revision the checks ran at.
+    pub revision: String,
+    /// How it was chosen: `server/discover`, `initialize`, or `forced` with `--revision`.
+    pub negotiated_by: String,
+    /// The slow call: tool and arguments.
+    pub slow_call: Value,
+    /// The fast call: the method and params used for liveness.
+    pub fast_call: Value,
+    /// `pass` or `fail`, as the exit code says.
+    pub verdict: Outcome,
+    /// Whether only MUST checks decided the verdict.
+    pub musts_only: bool,
+    /// The checks, in the order they ran.
+    pub checks: Vec<Check>,
+    /// Scenarios of the issue not checked yet.
+    pub not_implemented: Vec<&'static str>,
+}
+
+impl Report {
+    /// Whether every check that decides passed: MUST and SHOULD ones, or MUST ones alone.
+    pub fn decide(checks: &[Check], musts_only: bool) -> Outcome {
+        let deciding = |c: &&Check| c.word == Word::Must || (c.word == Word::Should && !musts_only);
+        if checks
+            .iter()
+            .filter(deciding)
+            .all(|c| c.result != Outcome::Fail)
+        {
+            Outcome::Pass
+        } else {
+            Outcome::Fail
+        }
+    }
+
+    /// The exit code: 0 pass, 1 fail.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.verdict == Outcome::Fail)
+    }
+
+    /// A human-readable table: id, word, result, detail.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "cancelkit check mcp: revision {} (by {})\n\n",
+            self.revision, self.negotiated_by
+        );
+        let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(2);
+        let _ = writeln!(out, "{:width$}  {:6}  {:6}  DETAIL", "ID", "WORD", "RESULT");
+        for check in &self.checks {
+            let word = match check.word {
+                Word::Must => "MUST",
+                Word::Should => "SHOULD",
+                Word::May => "MAY",
+            };
+            let result = match check.result {
+                Outcome::Pass => "pass",
+                Outcome::Fail => "FAIL",
+                Outcome::NotApplicable => "n/a",
+            };
+            let _ = writeln!(
+                out,
+                "{:width$}  {word:6}  {result:6}  {}",
+                check.id, check.detail
+            );
+        }
+        let failed = self.checks.iter().filter(|c| c.result == Outcome::Fail);
+        for check in failed {
+            let _ = writeln!(out, "\n{} evidence:", check.id);
+            for line in &check.evidence {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nverdict: {}{}",
+            if self.verdict == Outcome::Pass {
+                "pass"
+            } else {
+                "FAIL"
+            },
+            if self.musts_only { " (MUSTs only)" } else { "" }
+        );
+        out
+    }
+}
+
+/// Why a run could not take place (exit code 2).
+#[derive(Debug)]
+pub struct Unreachable(pub String);
+
+/// Starts `command` and runs the MCP scenarios against it.
+pub fn run_mcp(options: &Options, command: &[OsString]) -> Result<Report, Unreachable> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Unreachable(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(mcp::run(options, command))
+}

@@ -1,0 +1,243 @@
+//! One MCP session of `cancelkit check`: the handshake (`server/discover`, else `initialize`),
+//! the era's wire forms (2026-07-28 stamps `_meta` on every request and has no `ping`), and the
+//! requests the scenarios make.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::wire::{Client, Pending};
+use super::{Evidence, Options, Unreachable};
+
+/// The revision without a handshake.
+pub const V2026: &str = "2026-07-28";
+/// The legacy revision tried when `server/discover` gets no 2026-07-28 answer.
+pub const V2025: &str = "2025-11-25";
+/// The `_meta` key naming a 2026-07-28 request's protocol version.
+const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key holding the client's capabilities for one 2026-07-28 request.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key identifying the client.
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// A started server, after the handshake.
+pub struct Session {
+    /// The raw client.
+    pub client: Client,
+    /// The revision spoken.
+    pub version: String,
+    /// Whether it is a legacy (handshake) revision.
+    pub legacy: bool,
+    /// How the revision was chosen.
+    pub by: &'static str,
+    /// The id of `initialize` (legacy eras).
+    pub init_id: Option<Value>,
+    /// The options.
+    pub options: Options,
+    next_id: u64,
+}
+
+fn client_info() -> Value {
+    json!({"name": "cancelkit-check", "version": env!("CARGO_PKG_VERSION")})
+}
+
+impl Session {
+    /// Starts `command` and completes the handshake, or says why not.
+    pub async fn open(options: &Options, command: &[OsString]) -> Result<Session, Unreachable> {
+        let shown = command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let client = Client::spawn(command)
+            .map_err(|e| Unreachable(format!("cannot start `{shown}`: {e}")))?;
+        let mut session = Session {
+            client,
+            version: String::new(),
+            legacy: false,
+            by: "server/discover",
+            init_id: None,
+            options: options.clone(),
+            // ids 1 and "1" are left for the scenario that needs them
+            next_id: 100,
+        };
+        match options.revision.as_deref() {
+            None if session.discover().await? => {}
+            None => session.initialize(V2025, "initialize").await?,
+            Some(V2026) if session.discover().await? => session.by = "forced",
+            Some(V2026) => {
+                return Err(Unreachable(format!(
+                    "`{shown}` does not answer server/discover with {V2026}"
+                )));
+            }
+            Some(revision) => session.initialize(revision, "forced").await?,
+        }
+        Ok(session)
+    }
+
+    /// `server/discover`: whether the server speaks 2026-07-28.
+    async fn discover(&mut self) -> Result<bool, Unreachable> {
+        self.legacy = false;
+        let mut ev = Evidence::default();
+        let (_, mut pending) = self.call("server/discover", json!({}), &mut ev).await;
+        let answer = pending.wait(self.options.timeout).await;
+        if answer.is_none() && self.client.closed() {
+            return Err(Unreachable(
+                "the server closed its stdout before answering".into(),
+            ));
+        }
+        let speaks = answer.as_ref().is_some_and(|a| {
+            a["result"]["supportedVersions"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|v| v == V2026))
+        });
+        if speaks {
+            self.version = V2026.into();
+        }
+        Ok(speaks)
+    }
+
+    /// `initialize` with `revision`, then `notifications/initialized`; the server's answer
+    /// names the revision spoken.
+    async fn initialize(&mut self, revision: &str, by: &'static str) -> Result<(), Unreachable> {
+        self.legacy = true;
+        self.by = by;
+        let mut ev = Evidence::default();
+        let params =
+            json!({"protocolVersion": revision, "capabilities": {}, "clientInfo": client_info()});
+        let (id, mut pending) = self.call("initialize", params, &mut ev).await;
+        let answer = pending.wait(self.options.timeout).await.ok_or_else(|| {
+            Unreachable(format!(
+                "no answer to initialize within {:?}",
+                self.options.timeout
+            ))
+        })?;
+        let version = answer["result"]["protocolVersion"]
+            .as_str()
+            .ok_or_else(|| Unreachable(format!("initialize was not accepted: {answer}")))?;
+        self.version = version.to_owned();
+        self.init_id = Some(id);
+        self.notify("notifications/initialized", json!({}), &mut ev)
+            .await;
+        Ok(())
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&mut self) -> Value {
+        self.next_id += 1;
+        json!(self.next_id)
+    }
+
+    /// Sends a request with a fresh id; its id and its response to come.
+    pub async fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        ev: &mut Evidence,
+    ) -> (Value, Pending) {
+        let id = self.next_id();
+        let pending = self.call_as(id.clone(), method, params, ev).await;
+        (id, pending)
+    }
+
+    /// Sends a request with the id given (a 2026-07-28 request gets its `_meta`). A failed
+    /// write is noted and gives a response that never comes.
+    pub async fn call_as(
+        &self,
+        id: Value,
+        method: &str,
+        mut params: Value,
+        ev: &mut Evidence,
+    ) -> Pending {
+        if !self.legacy
+            && let Some(object) = params.as_object_mut()
+        {
+            let meta = object.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(PROTOCOL_VERSION.into(), json!(V2026));
+                meta.insert(CLIENT_CAPABILITIES.into(), json!({}));
+                meta.insert(CLIENT_INFO.into(), client_info());
+            }
+        }
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        ev.sent(&frame);
+        match self.client.request(&id, &frame).await {
+            Ok(pending) => pending,
+            Err(e) => {
+                ev.note(format!("cannot send {method}: {e}"));
+                Pending::never()
+            }
+        }
+    }
+
+    /// Sends a notification (a failed write is noted).
+    pub async fn notify(&self, method: &str, params: Value, ev: &mut Evidence) {
+        let frame = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        ev.sent(&frame);
+        if let Err(e) = self.client.send(&frame).await {
+            ev.note(format!("cannot send {method}: {e}"));
+        }
+    }
+
+    /// Sends `notifications/cancelled` with these params.
+    pub async fn cancel(&self, params: Value, ev: &mut Evidence) {
+        self.notify("notifications/cancelled", params, ev).await;
+    }
+
+    /// The slow `tools/call`'s params; `seconds` replaces a numeric `seconds` argument.
+    pub fn slow(&self, seconds: Option<f64>) -> Value {
+        let mut args = self.options.args.clone();
+        if let (Some(seconds), Some(n)) = (seconds, args.get_mut("seconds"))
+            && n.is_number()
+        {
+            *n = json!(seconds);
+        }
+        json!({"name": self.options.tool, "arguments": args})
+    }
+
+    /// How long the slow call lasts, if its arguments say (a numeric `seconds`).
+    pub fn slow_duration(&self, seconds: Option<f64>) -> Duration {
+        let slow = self.slow(seconds);
+        let seconds = slow["arguments"]["seconds"].as_f64().unwrap_or(0.0);
+        Duration::from_secs_f64(seconds.clamp(0.0, 3600.0))
+    }
+
+    /// The fast call: the `--fast-tool`, or `tools/list`.
+    pub fn fast(&self) -> (&'static str, Value) {
+        match &self.options.fast_tool {
+            Some(tool) => (
+                "tools/call",
+                json!({"name": tool, "arguments": self.options.fast_args}),
+            ),
+            None => ("tools/list", json!({})),
+        }
+    }
+
+    /// Sends the fast call and waits for its answer.
+    pub async fn fast_call(&mut self, ev: &mut Evidence) -> Option<Value> {
+        let (method, params) = self.fast();
+        let (_, mut pending) = self.call(method, params, ev).await;
+        let answer = pending.wait(self.options.timeout).await;
+        match &answer {
+            Some(frame) => ev.got(frame),
+            None => ev.note(format!("no answer within {:?}", self.options.timeout)),
+        }
+        answer
+    }
+
+    /// Whether the server still serves: a `ping` (legacy eras) and the fast call are answered.
+    pub async fn alive(&mut self, ev: &mut Evidence) -> Result<(), String> {
+        if self.legacy {
+            let (_, mut ping) = self.call("ping", json!({}), ev).await;
+            match ping.wait(self.options.timeout).await {
+                Some(frame) => ev.got(&frame),
+                None => return Err("the ping got no answer".into()),
+            }
+        }
+        match self.fast_call(ev).await {
+            Some(_) => Ok(()),
+            None => Err(format!("the fast call ({}) got no answer", self.fast().0)),
+        }
+    }
+}
