@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use crate::workspace_root as root;
 
@@ -9,11 +10,24 @@ use crate::workspace_root as root;
 /// the same lock file is already installed there; returns that directory.
 ///
 /// Panics with the installer's output if `npm ci` fails: a missing peer fails the test, it
-/// never skips it.
+/// never skips it. Safe to call from several tests at once, in one process (the first call does
+/// the work) or in several (a file lock: two `npm ci` in one directory break each other).
 pub fn install() -> PathBuf {
+    static NODE: OnceLock<PathBuf> = OnceLock::new();
+    NODE.get_or_init(install_now).clone()
+}
+
+fn install_now() -> PathBuf {
     let source = root().join("tests").join("node");
     let target = root().join("target").join("interop").join("node");
     std::fs::create_dir_all(&target).expect("target/interop/node can be created");
+    let lock_path = root().join("target").join("interop").join("node.lock");
+    // Held until the install is done (the end of this function).
+    let guard = std::fs::File::create(&lock_path)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", lock_path.display()));
+    guard
+        .lock()
+        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
     let lock =
         std::fs::read(source.join("package-lock.json")).expect("tests/node/package-lock.json");
     let stamp = target.join(".installed-lock");
