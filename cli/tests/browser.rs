@@ -5,14 +5,15 @@
 //! `CANCELKIT_WRITE_SCREENSHOT=1 cargo test -p cancelkit-cli --test browser` also writes the
 //! screenshot to `docs/trace/timeline.png`, the README's picture (then commit it).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+mod support;
+
+use support::{BIN, Traced};
 
 /// A JSON-RPC server in Python: answers a request after `params.delay` seconds, unless its
 /// `params.hold` is set: then `"until-cancel"` answers it with a -32800 error 0.15 s after its
@@ -47,71 +48,45 @@ while True:
 /// answered. Returns the trace's path.
 fn record_session(dir: &Path) -> PathBuf {
     let out = dir.join("session.jsonl");
-    let mut proxy = Command::new(BIN)
-        .arg("trace")
-        .arg("--out")
-        .arg(&out)
-        .args(["--", "python3", "-c", SERVER])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdin = proxy.stdin.take().unwrap();
-    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
-    let mut send = |m: Value| {
-        stdin.write_all(format!("{m}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut receive = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
+    let mut session = Traced::start(&out, &["python3", "-c", SERVER], Stdio::inherit());
     let pause = |ms| std::thread::sleep(Duration::from_millis(ms));
 
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"delay": 0.05}}));
-    assert_eq!(receive()["id"], 1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"delay": 0.08}}));
-    assert_eq!(receive()["id"], 2);
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"delay": 0.05}}),
+    );
+    assert_eq!(session.receive()["id"], 1);
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"delay": 0.08}}),
+    );
+    assert_eq!(session.receive()["id"], 2);
+    session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "build", "hold": "until-cancel"}}));
     pause(50);
-    send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+    session.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
         "params": {"name": "search", "delay": 0.2}}));
-    assert_eq!(receive()["id"], 4);
-    send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+    assert_eq!(session.receive()["id"], 4);
+    session.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "deploy", "hold": "forever"}}));
     pause(100);
-    send(
+    session.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 3, "reason": "the user pressed stop"}}),
     );
-    let late = receive();
+    let late = session.receive();
     assert_eq!(
         (&late["id"], &late["error"]["code"]),
         (&json!(3), &json!(-32800))
     );
     pause(50);
-    send(
+    session.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 5, "reason": "the user pressed stop"}}),
     );
-    send(json!({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"delay": 0.03}}));
-    assert_eq!(receive()["id"], 6);
+    session.send(json!({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"delay": 0.03}}));
+    assert_eq!(session.receive()["id"], 6);
     pause(100);
-    drop(stdin);
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = proxy.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the server did not exit at EOF");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}");
+    session.finish();
     out
 }
 

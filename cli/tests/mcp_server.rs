@@ -1,72 +1,41 @@
 //! A real MCP session behind `cancelkit trace`: the cancelkit runtime's `mcp_server` example,
 //! a `tools/call` cancelled with `notifications/cancelled`, and the timeline `trace view` draws.
 
-use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+mod support;
+
+use support::{BIN, Traced};
 
 #[test]
 fn a_cancelled_tools_call_on_cancelkits_mcp_server() {
     let server = cancelkit_tests::example("mcp_server");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("mcp.jsonl");
-    let mut proxy = Command::new(BIN)
-        .arg("trace")
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .arg(&server)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = proxy.stdin.take().unwrap();
-    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
-    let mut send = |m: Value| {
-        stdin.write_all(format!("{m}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut receive = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
+    let mut session = Traced::start(&out, &[&server], Stdio::piped());
 
-    send(
+    session.send(
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "trace-test", "version": "0"}}}),
     );
-    assert_eq!(receive()["id"], 1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    assert_eq!(session.receive()["id"], 1);
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "sleep", "arguments": {"seconds": 60}}}));
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+    session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"text": "still serving"}}}));
-    assert_eq!(receive()["id"], 3);
-    send(
+    assert_eq!(session.receive()["id"], 3);
+    session.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 2, "reason": "the user pressed stop"}}),
     );
-    send(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    session.send(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
     // MCP sends no response to a cancelled request: the next answer is the ping's
-    assert_eq!(receive()["id"], 4);
-    drop(stdin);
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = proxy.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the server did not exit at EOF");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}");
+    assert_eq!(session.receive()["id"], 4);
+    session.finish();
 
     let html_path = dir.path().join("mcp.html");
     let view = Command::new(BIN)

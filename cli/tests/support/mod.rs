@@ -1,0 +1,74 @@
+//! A JSON-RPC session driven through `cancelkit trace`, shared by the tests that record a real
+//! session and look at its timeline.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `cancelkit` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+
+/// A server running behind `cancelkit trace --out TRACE`, spoken to one line at a time.
+pub struct Traced {
+    proxy: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Traced {
+    /// Starts `command` behind the proxy, recording into `out`; the server's stderr goes to
+    /// `stderr`.
+    pub fn start<S: AsRef<OsStr>>(out: &Path, command: &[S], stderr: Stdio) -> Traced {
+        let mut proxy = Command::new(BIN)
+            .arg("trace")
+            .arg("--out")
+            .arg(out)
+            .arg("--")
+            .args(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("the proxy starts");
+        let stdin = proxy.stdin.take();
+        let stdout = BufReader::new(proxy.stdout.take().expect("piped"));
+        Traced {
+            proxy,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one message.
+    pub fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("not finished");
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Reads the next message.
+    pub fn receive(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Closes the server's input and asserts that the proxy (and with it the server) exits with
+    /// success within 20 s.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = self.proxy.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit at EOF");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "{status:?}");
+    }
+}
