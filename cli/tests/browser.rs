@@ -6,14 +6,14 @@
 //! screenshot to `docs/trace/timeline.png`, the README's picture (then commit it).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 
 mod support;
 
-use support::{BIN, Traced};
+use support::{Traced, view};
 
 /// A JSON-RPC server in Python: answers a request after `params.delay` seconds, unless its
 /// `params.hold` is set: then `"until-cancel"` answers it with a -32800 error 0.15 s after its
@@ -88,18 +88,6 @@ fn record_session(dir: &Path) -> PathBuf {
     pause(100);
     session.finish();
     out
-}
-
-/// `cancelkit trace view TRACE -o HTML`.
-fn view(trace: &Path, html: &Path) {
-    let view = Command::new(BIN)
-        .args(["trace", "view"])
-        .arg(trace)
-        .arg("-o")
-        .arg(html)
-        .output()
-        .unwrap();
-    assert!(view.status.success(), "{view:?}");
 }
 
 /// The opening tags of the elements of `dom` whose `class` attribute is exactly `class`.

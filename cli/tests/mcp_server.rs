@@ -1,13 +1,13 @@
 //! A real MCP session behind `cancelkit trace`: the cancelkit runtime's `mcp_server` example,
 //! a `tools/call` cancelled with `notifications/cancelled`, and the timeline `trace view` draws.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::json;
 
 mod support;
 
-use support::{BIN, Traced};
+use support::{Traced, view};
 
 #[test]
 fn a_cancelled_tools_call_on_cancelkits_mcp_server() {
@@ -38,15 +38,7 @@ fn a_cancelled_tools_call_on_cancelkits_mcp_server() {
     session.finish();
 
     let html_path = dir.path().join("mcp.html");
-    let view = Command::new(BIN)
-        .args(["trace", "view"])
-        .arg(&out)
-        .arg("-o")
-        .arg(&html_path)
-        .output()
-        .unwrap();
-    assert!(view.status.success(), "{view:?}");
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = view(&out, &html_path);
     let rows: Vec<&str> = html.split("<div class=\"row\"").skip(1).collect();
     let heads: Vec<&str> = rows.iter().map(|r| &r[..r.find('>').unwrap()]).collect();
     assert_eq!(

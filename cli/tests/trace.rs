@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+mod support;
+
+use support::{BIN, view};
 
 /// `cancelkit trace --out OUT -- CMD...` with every stdio stream piped.
 fn proxy(out: &Path, command: &[&str]) -> Command {
@@ -300,15 +302,7 @@ fn a_session_with_a_cancel_renders_a_timeline() {
     assert_eq!(records(&out).len(), 5);
 
     let html_path = dir.path().join("timeline.html");
-    let view = Command::new(BIN)
-        .args(["trace", "view"])
-        .arg(&out)
-        .arg("-o")
-        .arg(&html_path)
-        .output()
-        .unwrap();
-    assert!(view.status.success(), "{view:?}");
-    let html = std::fs::read_to_string(&html_path).unwrap();
+    let html = view(&out, &html_path);
     let rows: Vec<&str> = html.split("<div class=\"row\"").skip(1).collect();
     assert_eq!(rows.len(), 2, "{html}");
     assert!(

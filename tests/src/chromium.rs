@@ -9,7 +9,6 @@
 //!
 //! Every run gets its own profile directory, so tests can run browsers side by side.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -31,55 +30,7 @@ pub fn binary() -> PathBuf {
 }
 
 fn find_or_install() -> PathBuf {
-    if let Some(found) = on_path("chromium") {
-        return found;
-    }
-    // another test process may be installing it right now: wait for it, then look again
-    let lock_path = std::env::temp_dir().join("cancelkit-chromium-install.lock");
-    let lock = File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", lock_path.display()));
-    lock.lock()
-        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
-    if let Some(found) = on_path("chromium") {
-        return found;
-    }
-    run_installer(
-        Command::new("apt-get").args(["-o", "DPkg::Lock::Timeout=600", "update"]),
-        "apt-get update",
-    );
-    run_installer(
-        Command::new("apt-get")
-            .args(["-o", "DPkg::Lock::Timeout=600"])
-            .args(["install", "-y", "--no-install-recommends"])
-            .args(PACKAGES)
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-        "apt-get install -y chromium fonts-dejavu-core",
-    );
-    drop(lock);
-    on_path("chromium")
-        .unwrap_or_else(|| panic!("apt-get installed chromium, but there is no `chromium` on PATH"))
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain(["/usr/bin".into()])
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-fn run_installer(command: &mut Command, what: &str) {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what} (needed to install chromium): {e}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}), so the browser tests cannot run:\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::apt::find_or_install("chromium", &PACKAGES)
 }
 
 /// A `file://` URL for `path` (made absolute), with `fragment` (without its `#`) if not empty.

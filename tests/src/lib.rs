@@ -5,6 +5,7 @@
 //! allocator ([`alloc`]).
 
 pub mod alloc;
+pub mod apt;
 pub mod chromium;
 pub mod load;
 pub mod node;

@@ -24,41 +24,7 @@ pub fn server_binary() -> PathBuf {
 }
 
 fn find_or_install() -> PathBuf {
-    if let Some(found) = on_path("redis-server") {
-        return found;
-    }
-    run_installer(Command::new("apt-get").arg("update"), "apt-get update");
-    run_installer(
-        Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "redis-server"])
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-        "apt-get install -y redis-server",
-    );
-    on_path("redis-server").unwrap_or_else(|| {
-        panic!("apt-get installed redis-server, but there is no `redis-server` on PATH")
-    })
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain(["/usr/bin".into(), "/usr/sbin".into()])
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-fn run_installer(command: &mut Command, what: &str) {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {what} (needed to install redis-server): {e}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}), so the Redis tests cannot run:\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::apt::find_or_install("redis-server", &["redis-server"])
 }
 
 /// A `redis-server` child process on `127.0.0.1`, without persistence (`--save ""

@@ -1,5 +1,6 @@
 //! A JSON-RPC session driven through `cancelkit trace`, shared by the tests that record a real
-//! session and look at its timeline.
+//! session and look at its timeline. Not every test uses every helper.
+#![allow(dead_code)]
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
@@ -71,4 +72,17 @@ impl Traced {
         };
         assert!(status.success(), "{status:?}");
     }
+}
+
+/// `cancelkit trace view TRACE -o HTML`; returns the page.
+pub fn view(trace: &Path, html: &Path) -> String {
+    let view = Command::new(BIN)
+        .args(["trace", "view"])
+        .arg(trace)
+        .arg("-o")
+        .arg(html)
+        .output()
+        .unwrap();
+    assert!(view.status.success(), "{view:?}");
+    std::fs::read_to_string(html).unwrap()
 }
