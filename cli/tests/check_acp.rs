@@ -224,3 +224,48 @@ fn an_agent_that_never_answers_exits_2() {
     assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("initialize"));
 }
+
+#[test]
+fn a_broken_agent_fails_exactly_its_faults() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broken_acp_agent.py");
+    let (output, report) = check(&["--musts-only"], &[Path::new("python3"), script.as_path()]);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["verdict"], "fail");
+    let not_applicable = "no request to the client";
+    expect(
+        &report,
+        &[
+            (
+                "acp.cancel_request.answered_once",
+                "fail",
+                "answered 2 times",
+            ),
+            ("acp.cancel_request.keeps_serving", "pass", "answered"),
+            (
+                "acp.cancel_request_seed.answered_once",
+                "fail",
+                "error -32603",
+            ),
+            ("acp.cancel_request_seed.keeps_serving", "pass", "answered"),
+            (
+                "acp.session_cancel.stop_reason",
+                "fail",
+                "error -32800, not a result",
+            ),
+            (
+                "acp.session_cancel.cascade",
+                "not_applicable",
+                not_applicable,
+            ),
+            ("acp.session_cancel.keeps_serving", "pass", "answered"),
+            ("acp.ignore.unknown_id", "pass", "ignored"),
+            ("acp.ignore.completed_id", "pass", "ignored"),
+            ("acp.ignore.malformed", "fail", "4 reply frame(s)"),
+            ("acp.initialize.not_cancelled", "fail", "cancelled (-32800)"),
+        ],
+    );
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("acp.ignore.malformed evidence:"), "{table}");
+    assert!(table.contains(r#""id":null"#), "{table}");
+}
