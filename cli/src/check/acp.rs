@@ -307,6 +307,10 @@ async fn session_cancel(
         s.notify("session/cancel", json!({"sessionId": session}), &mut ev)
             .await;
         let mut answer = s.wait(&mut prompt, CASCADE_WINDOW, &mut ev).await;
+        if answer.is_some() {
+            // a cancel of the agent's own request may follow its answer closely
+            s.idle(SETTLE / 3, &mut ev).await;
+        }
         let cancelled = s.cancelled_by_agent.clone();
         if !s.outstanding.is_empty() {
             ev.note("the client answers the agent's pending requests as cancelled");

@@ -45,8 +45,6 @@ pub struct AcpSession {
     pub init: Value,
     /// The agent's requests to the client not answered yet, oldest first.
     pub outstanding: Vec<AgentRequest>,
-    /// Every agent request seen on this connection (the first [`MAX_OUTSTANDING`]).
-    pub requested: Vec<AgentRequest>,
     /// The ids the agent named in its own `$/cancel_request` (or `$/cancelRequest`).
     pub cancelled_by_agent: Vec<Value>,
     /// Frames that were neither routed responses, agent requests nor agent cancels.
@@ -89,7 +87,6 @@ impl AcpSession {
             timeout,
             init: Value::Null,
             outstanding: Vec::new(),
-            requested: Vec::new(),
             cancelled_by_agent: Vec::new(),
             seen: VecDeque::new(),
             updates: 0,
@@ -234,9 +231,6 @@ impl AcpSession {
                         id: id.clone(),
                         method: method.to_owned(),
                     };
-                    if self.requested.len() < MAX_OUTSTANDING {
-                        self.requested.push(request.clone());
-                    }
                     if self.outstanding.len() < MAX_OUTSTANDING {
                         self.outstanding.push(request);
                     }
