@@ -269,3 +269,23 @@ fn a_broken_agent_fails_exactly_its_faults() {
     assert!(table.contains("acp.ignore.malformed evidence:"), "{table}");
     assert!(table.contains(r#""id":null"#), "{table}");
 }
+
+#[test]
+fn a_prompt_answered_before_the_cancel_makes_its_checks_not_applicable() {
+    let agent = cancelkit_tests::example("acp_agent");
+    // cancelkit's example agent echoes any other text at once
+    let (output, report) = check(&["--prompt", "hello"], &[agent]);
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let got = outcomes(&report.unwrap());
+    for id in [
+        "acp.cancel_request.answered_once",
+        "acp.cancel_request_seed.answered_once",
+        "acp.session_cancel.stop_reason",
+        "acp.session_cancel.cascade",
+    ] {
+        let (result, detail) = &got[id];
+        assert_eq!(result, "not_applicable", "{id}: {detail}");
+        assert!(detail.contains("give a slower --prompt"), "{id}: {detail}");
+    }
+    assert_eq!(got["acp.session_cancel.keeps_serving"].0, "pass");
+}
