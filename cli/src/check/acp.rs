@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::acp_session::{AcpSession, CANCEL_REQUEST, CANCEL_REQUEST_SEED, initialize_params};
+use super::acp_ignore;
+use super::acp_session::{AcpSession, CANCEL_REQUEST, CANCEL_REQUEST_SEED};
 use super::{Check, Evidence, Outcome, Report, Unreachable, Word};
 
 /// The protocol versions the checks apply to.
@@ -24,9 +25,6 @@ const STOP_REASON: &str = "ACP 1c (session/cancel): the pending session/prompt M
 const CASCADE: &str = "ACP 1a: on cancellation the receiver MAY cancel all nested activity; the cascading example of 1c shows the agent sending $/cancel_request for its own outstanding requests, but no MUST/SHOULD asks for it (the client MUST answer pending permission requests with outcome cancelled anyway), so MAY";
 const KEEPS_SERVING: &str =
     "JSON-RPC 2.0: every request gets a response; a cancel ends one request, not the connection";
-const IGNORED: &str = "JSON-RPC 2.0: a notification is never answered; ACP 1a: a cancel for a completed or unknown request is ignored";
-const NEVER_INITIALIZE: &str =
-    "ACP 1a/1b: initialize cannot be cancelled; it is answered with its result";
 
 /// How long a prompt runs before it is cancelled.
 const SETTLE: Duration = Duration::from_millis(300);
@@ -35,8 +33,6 @@ const SETTLE: Duration = Duration::from_millis(300);
 const CASCADE_WINDOW: Duration = Duration::from_millis(500);
 /// How long after an answer a second answer is watched for.
 const QUIET: Duration = Duration::from_millis(500);
-/// How long an ignored cancel is watched for a reply before the liveness check.
-const IGNORE_QUIET: Duration = Duration::from_millis(300);
 
 /// What `cancelkit check acp` was asked to do.
 #[derive(Debug, Clone)]
@@ -49,7 +45,7 @@ pub struct AcpOptions {
     pub musts_only: bool,
 }
 
-fn check(
+pub(super) fn check(
     id: &'static str,
     word: Word,
     basis: &'static str,
@@ -69,7 +65,7 @@ fn check(
     }
 }
 
-fn pass_if(ok: bool) -> Outcome {
+pub(super) fn pass_if(ok: bool) -> Outcome {
     if ok { Outcome::Pass } else { Outcome::Fail }
 }
 
@@ -88,8 +84,8 @@ pub async fn run(options: &AcpOptions, command: &[OsString]) -> Result<Report, U
     let session = cancel_request(&mut s, options, Some(session), false, &mut checks).await;
     let session = cancel_request(&mut s, options, session, true, &mut checks).await;
     let session = session_cancel(&mut s, options, session, &mut checks).await;
-    ignored(&mut s, session.is_some(), &mut checks).await;
-    checks.push(initialize_not_cancelled(command, options.timeout).await);
+    acp_ignore::ignored(&mut s, session.is_some(), &mut checks).await;
+    checks.push(acp_ignore::initialize_not_cancelled(command, options.timeout).await);
     let verdict = Report::decide(&checks, options.musts_only);
     let report = Report {
         target: "acp",
@@ -402,134 +398,4 @@ async fn judge_stop_reason(
         ),
         None => (Outcome::Fail, "answered without a stopReason".into()),
     }
-}
-
-/// `acp.ignore.*`: cancels for an unknown id, a completed request, and malformed cancels get no
-/// reply of any kind, and the agent still answers `session/new`.
-async fn ignored(s: &mut AcpSession, serving: bool, checks: &mut Vec<Check>) {
-    let mut done_ev = Evidence::default();
-    let (done, mut pending) = s
-        .call(
-            "session/new",
-            json!({"cwd": std::env::temp_dir(), "mcpServers": []}),
-            &mut done_ev,
-        )
-        .await;
-    let completed = match s.wait(&mut pending, s.timeout, &mut done_ev).await {
-        Some(frame) => {
-            done_ev.got(&frame);
-            vec![
-                (CANCEL_REQUEST, json!({"requestId": done})),
-                (CANCEL_REQUEST_SEED, json!({"id": done})),
-            ]
-        }
-        None => vec![],
-    };
-    let unknown = vec![
-        (
-            CANCEL_REQUEST,
-            json!({"requestId": "cancelkit-check-never-sent"}),
-        ),
-        (
-            CANCEL_REQUEST_SEED,
-            json!({"id": "cancelkit-check-never-sent"}),
-        ),
-    ];
-    let malformed = vec![
-        (CANCEL_REQUEST, json!({})),
-        (CANCEL_REQUEST, json!({"requestId": {}})),
-        (CANCEL_REQUEST, json!({"requestId": true})),
-        (CANCEL_REQUEST_SEED, json!({})),
-    ];
-    let cases = [
-        ("acp.ignore.unknown_id", unknown, Evidence::default()),
-        ("acp.ignore.completed_id", completed, done_ev),
-        ("acp.ignore.malformed", malformed, Evidence::default()),
-    ];
-    for (id, cancels, mut ev) in cases {
-        if cancels.is_empty() || !serving {
-            let why = "the agent did not answer session/new, so there is nothing to compare with";
-            checks.push(check(
-                id,
-                Word::Must,
-                IGNORED,
-                Outcome::NotApplicable,
-                why,
-                ev,
-            ));
-            continue;
-        }
-        s.take_replies();
-        for (method, params) in cancels {
-            s.notify(method, params, &mut ev).await;
-        }
-        s.idle(IGNORE_QUIET, &mut ev).await;
-        let alive = s.new_session(&mut ev).await.is_some();
-        let replies = s.take_replies();
-        let detail = match (alive, replies.len()) {
-            (_, n @ 1..) => format!("{n} reply frame(s) to the cancels"),
-            (true, _) => "ignored: no reply, and a session/new is still answered".to_owned(),
-            (false, _) => "no reply, but a session/new afterwards got no sessionId".to_owned(),
-        };
-        checks.push(check(
-            id,
-            Word::Must,
-            IGNORED,
-            pass_if(alive && replies.is_empty()),
-            detail,
-            ev,
-        ));
-    }
-}
-
-/// `acp.initialize.not_cancelled`: on a second connection, `$/cancel_request` for `initialize`
-/// sent right after it; `initialize` is answered with its result, not -32800.
-async fn initialize_not_cancelled(command: &[OsString], timeout: Duration) -> Check {
-    let mut ev = Evidence::default();
-    let (result, detail) = match AcpSession::spawn(command, timeout) {
-        Err(Unreachable(why)) => (Outcome::Fail, format!("the second connection: {why}")),
-        Ok(mut s) => {
-            let (id, mut pending) = s.call("initialize", initialize_params(), &mut ev).await;
-            s.notify(CANCEL_REQUEST, json!({"requestId": id}), &mut ev)
-                .await;
-            let answer = s.wait(&mut pending, timeout, &mut ev).await;
-            let outcome = match &answer {
-                None => (
-                    Outcome::Fail,
-                    format!("initialize got no answer within {timeout:?}"),
-                ),
-                Some(a) if a["result"]["protocolVersion"].is_u64() => (
-                    Outcome::Pass,
-                    "initialize was answered with its result".to_owned(),
-                ),
-                Some(a) => match a["error"]["code"].as_i64() {
-                    Some(-32800) => (
-                        Outcome::Fail,
-                        "initialize was cancelled (-32800)".to_owned(),
-                    ),
-                    Some(code) => (
-                        Outcome::Fail,
-                        format!("initialize was answered with error {code}"),
-                    ),
-                    None => (
-                        Outcome::Fail,
-                        "initialize was answered without a protocolVersion".to_owned(),
-                    ),
-                },
-            };
-            if let Some(a) = &answer {
-                ev.got(a);
-            }
-            s.client.shutdown().await;
-            outcome
-        }
-    };
-    check(
-        "acp.initialize.not_cancelled",
-        Word::Must,
-        NEVER_INITIALIZE,
-        result,
-        detail,
-        ev,
-    )
 }

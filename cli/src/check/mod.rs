@@ -7,13 +7,15 @@
 //! * [`session`] — the MCP handshake and the era's wire forms.
 //! * [`mcp`] — the MCP scenarios.
 //! * [`acp_session`] — the ACP handshake and the client's side of an agent's own requests.
-//! * [`acp`] — the ACP scenarios.
+//! * [`acp`] — the ACP scenarios around a slow prompt, and the run.
+//! * [`acp_ignore`] — the ACP scenarios without a prompt: ignored cancels, `initialize`.
 //!
 //! The exit code is 0 when every MUST and SHOULD check passes (with `--musts-only`, every MUST),
 //! 1 when one fails, 2 when the server or agent could not be started or did not complete the
 //! handshake.
 
 pub mod acp;
+pub mod acp_ignore;
 pub mod acp_session;
 pub mod mcp;
 pub mod session;
