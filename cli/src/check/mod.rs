@@ -1,8 +1,8 @@
-//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]`: runs cancellation scenarios against a stdio
-//! MCP server and reports each check with the specification's word for it (MUST / SHOULD / MAY),
+//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` (or `--url URL`): runs cancellation
+//! scenarios against a stdio MCP server (or a running Streamable HTTP one) and reports each check with the specification's word for it (MUST / SHOULD / MAY),
 //! the revisions it applies to, its result and the frames that show it.
 //!
-//! * [`wire`] — the raw line-level JSON-RPC client the scenarios talk through.
+//! * [`wire`] — the raw JSON-RPC client the scenarios talk through, over stdio or HTTP.
 //! * [`session`] — the handshake and the era's wire forms.
 //! * [`mcp`] — the scenarios.
 //!
@@ -28,6 +28,8 @@ const EVIDENCE_LINES: usize = 16;
 /// What `cancelkit check mcp` was asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// A running Streamable HTTP server's endpoint (`--url`) instead of a command to start.
+    pub url: Option<String>,
     /// Force one revision (`2024-11-05`, `2025-11-25`, `2026-07-28`) instead of negotiating.
     pub revision: Option<String>,
     /// The slow tool.
@@ -134,8 +136,11 @@ fn cut(text: &str) -> String {
 /// The whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The server's command line.
+    /// The server's command line (empty with `--url`).
     pub command: Vec<String>,
+    /// The server's Streamable HTTP endpoint, with `--url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// The revision the checks ran at.
     pub revision: String,
     /// How it was chosen: `server/discover`, `initialize`, or `forced` with `--revision`.
@@ -224,7 +229,7 @@ impl Report {
 #[derive(Debug)]
 pub struct Unreachable(pub String);
 
-/// Starts `command` and runs the MCP scenarios against it.
+/// Starts `command` (or connects to `options.url`) and runs the MCP scenarios against it.
 pub fn run_mcp(options: &Options, command: &[OsString]) -> Result<Report, Unreachable> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,0 +1,215 @@
+//! `cancelkit check mcp --url` run as a real process against real Streamable HTTP servers on
+//! 127.0.0.1 (OS-chosen ports): rmcp 3.9 in-process at 2026-07-28 (a closed response stream is
+//! the cancel) and forced to 2025-11-25 (a POSTed `notifications/cancelled`), the official
+//! Python SDK 2.3.0 under uvicorn; and URLs that cannot be spoken to (exit code 2).
+
+#[path = "support/rmcp_http.rs"]
+mod rmcp_http;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+
+/// Short waits and short slow calls keep each run to a few seconds.
+const FAST: [&str; 4] = ["--timeout", "2", "--args", r#"{"seconds": 3}"#];
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `cancelkit check mcp --json FILE ARGS`; the output and the report.
+fn check(args: &[&str]) -> (Output, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = Command::new(BIN)
+        .args(["check", "mcp", "--json"])
+        .arg(&json)
+        .args(args)
+        .output()
+        .unwrap();
+    let report = std::fs::read(&json)
+        .ok()
+        .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
+    (output, report)
+}
+
+fn explain(output: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Each check's id and result, in order.
+fn results(report: &Value) -> Vec<(String, String)> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let id = c["id"].as_str().unwrap().to_owned();
+            (id, c["result"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// The check ids in order, each `pass` except those named in `others`.
+fn expected(others: &[(&str, &str)]) -> Vec<(String, String)> {
+    let others: BTreeMap<&str, &str> = others.iter().copied().collect();
+    [
+        "mcp.cancel.no_response",
+        "mcp.cancel.keeps_serving",
+        "mcp.cancel.unknown_id",
+        "mcp.cancel.completed_id",
+        "mcp.cancel.initialize_id",
+        "mcp.cancel.malformed",
+        "mcp.cancel.id_types",
+        "mcp.cancel.parallel.others_answered",
+        "mcp.cancel.parallel.cancelled_silent",
+        "mcp.cancel.responsiveness",
+    ]
+    .into_iter()
+    .map(|id| (id.to_owned(), others.get(id).unwrap_or(&"pass").to_string()))
+    .collect()
+}
+
+fn evidence(report: &Value, id: &str) -> String {
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id);
+    check.unwrap()["evidence"].to_string()
+}
+
+/// Waits (at most 5 s) until every sleep that started has finished or been cancelled, and
+/// returns (finished, cancelled).
+fn settled(server: &rmcp_http::Server) -> (usize, usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (started, finished, cancelled) = (
+            server.count("started"),
+            server.count("finished"),
+            server.count("cancelled"),
+        );
+        if started == finished + cancelled || Instant::now() > deadline {
+            return (finished, cancelled);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn rmcp_at_2026_07_28_passes_and_a_closed_stream_stops_the_tool() {
+    let runtime = runtime();
+    let server = rmcp_http::Server::start(&runtime);
+    let (output, report) = check(&[&FAST[..], &["--url", &server.url]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let report = report.expect("--json wrote the report");
+    assert_eq!(report["revision"], "2026-07-28");
+    assert_eq!(report["negotiated_by"], "server/discover");
+    assert_eq!(report["url"], server.url.as_str());
+    let na = [("mcp.cancel.initialize_id", "not_applicable")];
+    assert_eq!(results(&report), expected(&na), "{report:#}");
+    // the in-flight cancel closed the stream; the ignored ones were POSTed and accepted
+    let closed = "closed the response stream of request";
+    assert!(evidence(&report, "mcp.cancel.no_response").contains(closed));
+    assert!(evidence(&report, "mcp.cancel.id_types").contains(closed));
+    let malformed = evidence(&report, "mcp.cancel.malformed");
+    assert!(
+        malformed.contains("answered HTTP 202 Accepted"),
+        "{malformed}"
+    );
+    // rmcp stopped every cancelled sleep: only id 1 and the 50 kept parallel calls finished
+    let (finished, cancelled) = settled(&server);
+    assert_eq!(finished, 51, "{:?}", server.log.lock().unwrap());
+    assert!(cancelled >= 52, "{cancelled} sleeps cancelled");
+}
+
+#[test]
+fn rmcp_forced_to_2025_11_25_passes_with_posted_cancels() {
+    let runtime = runtime();
+    let server = rmcp_http::Server::start(&runtime);
+    let args = [
+        &FAST[..],
+        &["--revision", "2025-11-25", "--url", &server.url],
+    ]
+    .concat();
+    let (output, report) = check(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2025-11-25");
+    assert_eq!(report["negotiated_by"], "forced");
+    assert_eq!(results(&report), expected(&[]), "{report:#}");
+    let no_response = evidence(&report, "mcp.cancel.no_response");
+    assert!(
+        no_response.contains("notifications/cancelled answered HTTP 202 Accepted"),
+        "{no_response}"
+    );
+    let (finished, cancelled) = settled(&server);
+    assert_eq!(finished, 51, "{:?}", server.log.lock().unwrap());
+    assert!(cancelled >= 52, "{cancelled} sleeps cancelled");
+}
+
+#[test]
+fn a_url_nobody_listens_on_exits_2() {
+    // a port that was free a moment ago: nothing listens there now
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (output, report) = check(&["--timeout", "2", "--url", &url]);
+    assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+    assert!(report.is_none());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot POST server/discover to {url}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+}
+
+#[test]
+fn an_endpoint_that_refuses_initialize_exits_2() {
+    let runtime = runtime();
+    let app = axum::Router::new()
+        .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, "no MCP server here") });
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    let (output, report) = check(&["--timeout", "2", "--url", &url]);
+    assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+    assert!(report.is_none());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no answer to initialize: initialize")
+            && stderr.contains("HTTP 404 Not Found: no MCP server here"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn url_and_command_together_or_https_are_refused() {
+    let (output, _) = check(&["--url", "http://127.0.0.1:1/mcp", "--", "cat"]);
+    assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let (output, _) = check(&["--url", "https://127.0.0.1:1/mcp"]);
+    assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("only http:// URLs"), "{stderr}");
+}
