@@ -144,7 +144,7 @@ impl Client {
     pub async fn request(&self, id: &Value, frame: &Value) -> io::Result<Pending> {
         match self {
             Client::Stdio(c) => c.request(id, frame).await,
-            Client::Http(c) => c.request(id, frame),
+            Client::Http(c) => c.request(id, frame).await,
         }
     }
 

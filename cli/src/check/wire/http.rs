@@ -1,6 +1,8 @@
 //! The Streamable HTTP transport: every JSON-RPC message is a POST to one endpoint.
 //!
-//! * A request's POST is sent from a task of its own, which reads the answer — a JSON body, or
+//! * A request's POST is sent from a task of its own (once its body has gone out on the
+//!   connection, the next message may be sent: a cancel never overtakes its request), which
+//!   reads the answer — a JSON body, or
 //!   a `text/event-stream` whose events may carry notifications and requests before the
 //!   response — and routes every message through the shared [`Routes`]. The task stops reading
 //!   once its response came, when the stream ends (the waiter is then told nothing will come),
@@ -27,6 +29,7 @@ use base64::Engine as _;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use super::sse::Parser;
@@ -141,6 +144,10 @@ impl Http {
     /// The POST carrying `frame`, with the headers the revision asks for; remembers the
     /// revision a stamped request names.
     fn post(&self, frame: &Value) -> reqwest::RequestBuilder {
+        self.post_with(frame, reqwest::Body::from(frame.to_string()))
+    }
+
+    fn post_with(&self, frame: &Value, body: reqwest::Body) -> reqwest::RequestBuilder {
         let method = frame["method"].as_str().unwrap_or_default();
         let stamped = frame["params"]["_meta"][META_VERSION].as_str();
         let mut headers = HeaderMap::new();
@@ -171,10 +178,7 @@ impl Http {
                 headers.insert(PROTOCOL_VERSION, value);
             }
         }
-        self.http
-            .post(&*self.url)
-            .headers(headers)
-            .body(frame.to_string())
+        self.http.post(&*self.url).headers(headers).body(body)
     }
 
     /// `Mcp-Method`, and `Mcp-Name` for the methods that act on a named thing.
@@ -243,19 +247,24 @@ impl Http {
         Ok(note)
     }
 
-    /// Registers a waiter for `id`, then POSTs `frame` from a task that reads the answer.
-    pub fn request(&self, id: &Value, frame: &Value) -> io::Result<Pending> {
+    /// Registers a waiter for `id`, then POSTs `frame` from a task that reads the answer;
+    /// returns once the body has been written to the connection (or could not be, or after
+    /// [`NOTIFY_TIMEOUT`]).
+    pub async fn request(&self, id: &Value, frame: &Value) -> io::Result<Pending> {
         let key = id_key(id);
         let pending = lock(&self.routes).register(id)?;
         let method = frame["method"].as_str().unwrap_or_default().to_owned();
-        let post = self.post(frame);
+        let (body, sent) = Signalling::body(frame.to_string().into_bytes());
+        let post = self.post_with(frame, body);
         let routes = Arc::clone(&self.routes);
         let shared = Arc::clone(&self.state);
         let url = Arc::clone(&self.url);
         let timeout = self.request_timeout;
-        let mut state = locked(&self.state);
-        state.generation += 1;
-        let generation = state.generation;
+        let generation = {
+            let mut state = locked(&self.state);
+            state.generation += 1;
+            state.generation
+        };
         let task_key = key.clone();
         let task = tokio::spawn(async move {
             let exchange = exchange(post, &method, &task_key, &routes, &shared, &url);
@@ -270,10 +279,15 @@ impl Http {
                 state.streams.remove(&task_key);
             }
         });
-        if state.streams.len() >= MAX_PENDING {
-            state.streams.retain(|_, (_, task)| !task.is_finished());
+        {
+            let mut state = locked(&self.state);
+            if state.streams.len() >= MAX_PENDING {
+                state.streams.retain(|_, (_, task)| !task.is_finished());
+            }
+            state.streams.insert(key, (generation, task.abort_handle()));
         }
-        state.streams.insert(key, (generation, task.abort_handle()));
+        // Dropped unsent (the connection failed) wakes this as well as sent.
+        let _ = tokio::time::timeout(NOTIFY_TIMEOUT, sent).await;
         Ok(pending)
     }
 
@@ -400,6 +414,42 @@ async fn exchange(
             let why = format!("{method} (id {key}): HTTP {status}: {}", quote(&text));
             locked(shared).failure = Some(why);
         }
+    }
+}
+
+/// A request body of one chunk that says when it has been taken whole: when the client asks
+/// for more after it, or drops it.
+struct Signalling {
+    chunk: Option<Vec<u8>>,
+    sent: Option<oneshot::Sender<()>>,
+}
+
+impl Signalling {
+    /// The body, and what wakes when it has gone.
+    fn body(bytes: Vec<u8>) -> (reqwest::Body, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let stream = Signalling {
+            chunk: Some(bytes),
+            sent: Some(tx),
+        };
+        (reqwest::Body::wrap_stream(stream), rx)
+    }
+}
+
+impl futures_util::Stream for Signalling {
+    type Item = io::Result<Vec<u8>>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if let Some(chunk) = self.chunk.take() {
+            return std::task::Poll::Ready(Some(Ok(chunk)));
+        }
+        if let Some(sent) = self.sent.take() {
+            let _ = sent.send(());
+        }
+        std::task::Poll::Ready(None)
     }
 }
 
