@@ -7,7 +7,8 @@
 mod rmcp_http;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -159,6 +160,92 @@ fn rmcp_forced_to_2025_11_25_passes_with_posted_cancels() {
     let (finished, cancelled) = settled(&server);
     assert_eq!(finished, 51, "{:?}", server.log.lock().unwrap());
     assert!(cancelled >= 52, "{cancelled} sleeps cancelled");
+}
+
+/// `tests/python/check_http_server.py` on the pinned Python SDK: killed when dropped (and it
+/// exits by itself when its stdin closes).
+struct PythonServer {
+    child: Child,
+    url: String,
+}
+
+impl PythonServer {
+    fn start() -> PythonServer {
+        let python = cancelkit_tests::python::install();
+        let script = cancelkit_tests::python::script("check_http_server.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the Python server starts");
+        // The first line is the port (or nothing, if the script failed: then EOF).
+        let mut port = String::new();
+        let stdout = child.stdout.take().unwrap();
+        BufReader::new(stdout).read_line(&mut port).unwrap();
+        let port: u16 = port
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the server printed no port: {port:?}"));
+        PythonServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn python_sdk_at_2026_07_28_passes() {
+    let server = PythonServer::start();
+    let (output, report) = check(&[&FAST[..], &["--url", &server.url]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2026-07-28");
+    assert_eq!(report["negotiated_by"], "server/discover");
+    let na = [("mcp.cancel.initialize_id", "not_applicable")];
+    assert_eq!(results(&report), expected(&na), "{report:#}");
+    let unknown = evidence(&report, "mcp.cancel.unknown_id");
+    assert!(unknown.contains("answered HTTP 202 Accepted"), "{unknown}");
+}
+
+/// At the handshake revisions the Python SDK's HTTP transport answers a cancelled request with
+/// -32800 (on purpose: that era's stream ends only with a response), and keys its response
+/// streams by `str(id)`, so ids `1` and `"1"` share one and `1` loses its answer.
+#[test]
+fn python_sdk_forced_to_2025_11_25_answers_cancels_and_mixes_up_1_and_string_1() {
+    let server = PythonServer::start();
+    let args = [
+        &FAST[..],
+        &["--revision", "2025-11-25", "--url", &server.url],
+    ]
+    .concat();
+    let (output, report) = check(&args);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2025-11-25");
+    let failed = [
+        ("mcp.cancel.no_response", "fail"),
+        ("mcp.cancel.id_types", "fail"),
+        ("mcp.cancel.parallel.cancelled_silent", "fail"),
+    ];
+    assert_eq!(results(&report), expected(&failed), "{report:#}");
+    let answered = r#"\"error\":{\"code\":-32800,\"message\":\"Request cancelled\"}"#;
+    for id in [
+        "mcp.cancel.no_response",
+        "mcp.cancel.parallel.cancelled_silent",
+    ] {
+        assert!(evidence(&report, id).contains(answered), "{report:#}");
+    }
+    let id_types = evidence(&report, "mcp.cancel.id_types");
+    assert!(id_types.contains(r#"\"id\":\"1\""#), "{id_types}");
 }
 
 #[test]
