@@ -3,7 +3,7 @@
 //!
 //! Raw on purpose: `cancelkit check` must send frames a conforming client never would (malformed
 //! cancels, ids `1` and `"1"` side by side) and watch for frames that must not come. Both
-//! transports share one routing table, [`Routes`]: each response goes to the waiter registered
+//! transports share one routing table, `Routes`: each response goes to the waiter registered
 //! for its id (ids compare by their JSON text, so `1` and `"1"` are different), and every other
 //! frame — responses nobody waits for, notifications, the server's requests — is kept in a
 //! bounded queue of [`Client::others`]. Every wait has a timeout; the waiters, the queue, a line

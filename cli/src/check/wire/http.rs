@@ -4,7 +4,7 @@
 //!   connection, the next message may be sent: a cancel never overtakes its request), which
 //!   reads the answer — a JSON body, or
 //!   a `text/event-stream` whose events may carry notifications and requests before the
-//!   response — and routes every message through the shared [`Routes`]. The task stops reading
+//!   response — and routes every message through the shared `Routes`. The task stops reading
 //!   once its response came, when the stream ends (the waiter is then told nothing will come),
 //!   or after the per-request timeout.
 //! * A notification's POST is awaited; its status (202 expected) is reported for the evidence.
@@ -249,7 +249,7 @@ impl Http {
 
     /// Registers a waiter for `id`, then POSTs `frame` from a task that reads the answer;
     /// returns once the body has been written to the connection (or could not be, or after
-    /// [`NOTIFY_TIMEOUT`]).
+    /// 5 s).
     pub async fn request(&self, id: &Value, frame: &Value) -> io::Result<Pending> {
         let key = id_key(id);
         let pending = lock(&self.routes).register(id)?;
