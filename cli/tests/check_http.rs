@@ -1,7 +1,8 @@
 //! `cancelkit check mcp --url` run as a real process against real Streamable HTTP servers on
 //! 127.0.0.1 (OS-chosen ports): rmcp 3.9 in-process at 2026-07-28 (a closed response stream is
-//! the cancel) and forced to 2025-11-25 (a POSTed `notifications/cancelled`), the official
-//! Python SDK 2.3.0 under uvicorn; and URLs that cannot be spoken to (exit code 2).
+//! the cancel), forced to 2025-11-25 (a POSTed `notifications/cancelled`) and without
+//! 2026-07-28 (negotiated by `initialize` after `server/discover`), the official Python SDK
+//! 2.3.0 under uvicorn at both revisions; and URLs that cannot be spoken to (exit code 2).
 
 #[path = "support/rmcp_http.rs"]
 mod rmcp_http;
@@ -160,6 +161,20 @@ fn rmcp_forced_to_2025_11_25_passes_with_posted_cancels() {
     let (finished, cancelled) = settled(&server);
     assert_eq!(finished, 51, "{:?}", server.log.lock().unwrap());
     assert!(cancelled >= 52, "{cancelled} sleeps cancelled");
+}
+
+#[test]
+fn rmcp_without_2026_07_28_is_checked_after_initialize() {
+    let runtime = runtime();
+    let server = rmcp_http::Server::legacy(&runtime);
+    let (output, report) = check(&[&FAST[..], &["--url", &server.url]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2025-11-25");
+    assert_eq!(report["negotiated_by"], "initialize");
+    assert_eq!(results(&report), expected(&[]), "{report:#}");
+    let (finished, _) = settled(&server);
+    assert_eq!(finished, 51, "{:?}", server.log.lock().unwrap());
 }
 
 /// `tests/python/check_http_server.py` on the pinned Python SDK: killed when dropped (and it

@@ -2,14 +2,18 @@
 //! `cancelkit check mcp --url`. Tools: `sleep {seconds}` (stops when rmcp cancels it: a
 //! `notifications/cancelled` at the legacy revisions, a closed response stream at 2026-07-28)
 //! and `echo {text}`. rmcp serves every revision it knows on one endpoint: 2026-07-28
-//! statelessly, `initialize` opens a legacy session. The log says which sleeps were cancelled.
+//! statelessly, `initialize` opens a legacy session; [`Server::legacy`] speaks only up to
+//! 2025-11-25, as a server from before 2026-07-28. The log says which sleeps were cancelled.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ErrorData, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -26,10 +30,20 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server on `runtime`.
+    /// Starts the server on `runtime`, speaking every revision rmcp knows.
     pub fn start(runtime: &tokio::runtime::Runtime) -> Server {
+        Server::serve(runtime, false)
+    }
+
+    /// Starts a server speaking only the revisions up to 2025-11-25.
+    pub fn legacy(runtime: &tokio::runtime::Runtime) -> Server {
+        Server::serve(runtime, true)
+    }
+
+    fn serve(runtime: &tokio::runtime::Runtime, legacy: bool) -> Server {
         let log = Arc::new(Mutex::new(Vec::new()));
         let tools = Tools {
+            legacy,
             log: Arc::clone(&log),
             router: Tools::tool_router(),
         };
@@ -59,6 +73,7 @@ impl Server {
 
 #[derive(Clone)]
 struct Tools {
+    legacy: bool,
     log: Arc<Mutex<Vec<Value>>>,
     router: ToolRouter<Tools>,
 }
@@ -113,5 +128,13 @@ impl ServerHandler for Tools {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        if self.legacy {
+            Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        } else {
+            Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 }
