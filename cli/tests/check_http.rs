@@ -177,17 +177,31 @@ fn rmcp_without_2026_07_28_is_checked_after_initialize() {
     assert_eq!(finished, 51, "{:?}", server.log.lock().unwrap());
 }
 
-/// `tests/python/check_http_server.py` on the pinned Python SDK: killed when dropped (and it
-/// exits by itself when its stdin closes).
+/// A Python server script that prints its port: killed when dropped (and it exits by itself
+/// when its stdin closes).
 struct PythonServer {
     child: Child,
     url: String,
 }
 
 impl PythonServer {
-    fn start() -> PythonServer {
+    /// `tests/python/check_http_server.py` on the pinned Python SDK.
+    fn sdk() -> PythonServer {
         let python = cancelkit_tests::python::install();
         let script = cancelkit_tests::python::script("check_http_server.py");
+        PythonServer::start(python.as_os_str(), script.as_os_str())
+    }
+
+    /// `fixtures/broken_http_mcp_server.py` (the standard library only).
+    fn broken() -> PythonServer {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/broken_http_mcp_server.py"
+        );
+        PythonServer::start("python3".as_ref(), script.as_ref())
+    }
+
+    fn start(python: &std::ffi::OsStr, script: &std::ffi::OsStr) -> PythonServer {
         let mut child = Command::new(python)
             .arg(script)
             .stdin(Stdio::piped())
@@ -219,7 +233,7 @@ impl Drop for PythonServer {
 
 #[test]
 fn python_sdk_at_2026_07_28_passes() {
-    let server = PythonServer::start();
+    let server = PythonServer::sdk();
     let (output, report) = check(&[&FAST[..], &["--url", &server.url]].concat());
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
     let report = report.unwrap();
@@ -236,7 +250,7 @@ fn python_sdk_at_2026_07_28_passes() {
 /// streams by `str(id)`, so ids `1` and `"1"` share one and `1` loses its answer.
 #[test]
 fn python_sdk_forced_to_2025_11_25_answers_cancels_and_mixes_up_1_and_string_1() {
-    let server = PythonServer::start();
+    let server = PythonServer::sdk();
     let args = [
         &FAST[..],
         &["--revision", "2025-11-25", "--url", &server.url],
@@ -261,6 +275,33 @@ fn python_sdk_forced_to_2025_11_25_answers_cancels_and_mixes_up_1_and_string_1()
     }
     let id_types = evidence(&report, "mcp.cancel.id_types");
     assert!(id_types.contains(r#"\"id\":\"1\""#), "{id_types}");
+}
+
+/// The broken server answers cancelled calls (-32800) and a cancel for an id it never saw
+/// (HTTP 500): exactly those checks fail. Its 400 to a malformed cancel is the transport's way
+/// to refuse a notification, and passes. It also insists on `Content-Length`, the session and
+/// the protocol version header, and answers `ping` after a notification event.
+#[test]
+fn a_broken_http_server_fails_exactly_its_faults() {
+    let server = PythonServer::broken();
+    let (output, report) = check(&[&FAST[..], &["--url", &server.url]].concat());
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2025-11-25");
+    assert_eq!(report["negotiated_by"], "initialize");
+    let failed = [
+        ("mcp.cancel.no_response", "fail"),
+        ("mcp.cancel.unknown_id", "fail"),
+        ("mcp.cancel.parallel.cancelled_silent", "fail"),
+    ];
+    assert_eq!(results(&report), expected(&failed), "{report:#}");
+    let unknown = evidence(&report, "mcp.cancel.unknown_id");
+    assert!(unknown.contains(r#"\"http_status\":500"#), "{unknown}");
+    let malformed = evidence(&report, "mcp.cancel.malformed");
+    assert!(
+        malformed.contains("answered HTTP 400 Bad Request"),
+        "{malformed}"
+    );
 }
 
 #[test]

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
@@ -254,8 +254,11 @@ impl Http {
         let key = id_key(id);
         let pending = lock(&self.routes).register(id)?;
         let method = frame["method"].as_str().unwrap_or_default().to_owned();
-        let (body, sent) = Signalling::body(frame.to_string().into_bytes());
-        let post = self.post_with(frame, body);
+        let bytes = frame.to_string().into_bytes();
+        // with its length, not chunked: some servers refuse a body without one
+        let length = bytes.len();
+        let (body, sent) = Signalling::body(bytes);
+        let post = self.post_with(frame, body).header(CONTENT_LENGTH, length);
         let routes = Arc::clone(&self.routes);
         let shared = Arc::clone(&self.state);
         let url = Arc::clone(&self.url);
