@@ -4,7 +4,8 @@
 //!   that records the session as JSON lines.
 //! * `cancelkit trace view FILE [-o timeline.html]` renders such a trace as an HTML timeline.
 //! * `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` runs cancellation scenarios against a
-//!   stdio MCP server.
+//!   stdio MCP server; `cancelkit check mcp [OPTIONS] --url URL` against a running Streamable
+//!   HTTP one.
 //! * `cancelkit check acp [OPTIONS] -- CMD [ARGS...]` runs cancellation scenarios against a
 //!   stdio ACP agent.
 
@@ -57,11 +58,15 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum CheckCommand {
-    /// Start CMD as a stdio MCP server and check how it handles `notifications/cancelled`.
+    /// Start CMD as a stdio MCP server (or talk Streamable HTTP to the one at --url) and check
+    /// how it handles cancellation.
+    ///
+    /// Over HTTP at 2026-07-28 a cancel closes the request's response stream; at older
+    /// revisions it is a POSTed `notifications/cancelled`.
     ///
     /// Exit code: 0 when every MUST and SHOULD check passes, 1 when one fails (with
-    /// --musts-only, MUSTs alone decide), 2 when the server cannot be started or does not
-    /// complete the handshake.
+    /// --musts-only, MUSTs alone decide), 2 when the server cannot be started or reached or
+    /// does not complete the handshake.
     Mcp(McpArgs),
     /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the seed's
     /// `$/cancelRequest` and `session/cancel`.
@@ -119,9 +124,25 @@ struct McpArgs {
     /// Only the MUST checks decide the exit code.
     #[arg(long)]
     musts_only: bool,
+    /// A running Streamable HTTP MCP server's endpoint (http:// only), instead of a command.
+    #[arg(long, value_name = "URL", value_parser = url_arg)]
+    url: Option<String>,
     /// The server to run, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(
+        last = true,
+        required_unless_present = "url",
+        conflicts_with = "url",
+        value_name = "CMD"
+    )]
     command: Vec<OsString>,
+}
+
+fn url_arg(text: &str) -> Result<String, String> {
+    match text.split_once("://") {
+        Some(("http", rest)) if !rest.is_empty() => Ok(text.to_owned()),
+        Some(("https", _)) => Err("only http:// URLs are supported (this build has no TLS)".into()),
+        _ => Err("an http:// URL, such as http://127.0.0.1:8000/mcp".into()),
+    }
 }
 
 fn json_arg(text: &str) -> Result<Value, String> {
@@ -182,6 +203,7 @@ fn main() -> ExitCode {
 
 fn check_mcp(args: McpArgs) -> ExitCode {
     let options = Options {
+        url: args.url,
         revision: args.revision,
         tool: args.tool,
         args: args.args,

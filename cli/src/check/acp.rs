@@ -90,6 +90,7 @@ pub async fn run(options: &AcpOptions, command: &[OsString]) -> Result<Report, U
     let report = Report {
         target: "acp",
         command: command.iter().map(|a| a.to_string_lossy().into()).collect(),
+        url: None,
         revision: s.init["protocolVersion"].to_string(),
         negotiated_by: "initialize".into(),
         slow_call: json!({"method": "session/prompt", "prompt": options.prompt}),

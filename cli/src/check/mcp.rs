@@ -87,6 +87,7 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
     let report = Report {
         target: "mcp",
         command: command.iter().map(|a| a.to_string_lossy().into()).collect(),
+        url: options.url.clone(),
         revision: s.version.clone(),
         negotiated_by: s.by.into(),
         slow_call: s.slow(None),

@@ -1,9 +1,10 @@
-//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` and `cancelkit check acp [OPTIONS] -- CMD
-//! [ARGS...]`: run cancellation scenarios against a stdio MCP server or ACP agent and report each
-//! check with the specification's word for it (MUST / SHOULD / MAY), the revisions it applies to,
-//! its result and the frames that show it.
+//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` (or `--url URL`) and `cancelkit check acp
+//! [OPTIONS] -- CMD [ARGS...]`: run cancellation scenarios against an MCP server (stdio, or a
+//! running Streamable HTTP one) or a stdio ACP agent, and report each check with the
+//! specification's word for it (MUST / SHOULD / MAY), the revisions it applies to, its result and
+//! the frames that show it.
 //!
-//! * [`wire`] — the raw line-level JSON-RPC client the scenarios talk through.
+//! * [`wire`] — the raw JSON-RPC client the scenarios talk through, over stdio or HTTP.
 //! * [`session`] — the MCP handshake and the era's wire forms.
 //! * [`mcp`] — the MCP scenarios.
 //! * [`acp_session`] — the ACP handshake and the client's side of an agent's own requests.
@@ -36,6 +37,8 @@ const EVIDENCE_LINES: usize = 16;
 /// What `cancelkit check mcp` was asked to do (`cancelkit check acp`: [`acp::AcpOptions`]).
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// A running Streamable HTTP server's endpoint (`--url`) instead of a command to start.
+    pub url: Option<String>,
     /// Force one revision (`2024-11-05`, `2025-11-25`, `2026-07-28`) instead of negotiating.
     pub revision: Option<String>,
     /// The slow tool.
@@ -144,8 +147,11 @@ fn cut(text: &str) -> String {
 pub struct Report {
     /// What was checked: `mcp` (a server) or `acp` (an agent).
     pub target: &'static str,
-    /// The server's or agent's command line.
+    /// The server's or agent's command line (empty with `--url`).
     pub command: Vec<String>,
+    /// The server's Streamable HTTP endpoint, with `--url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// The revision the checks ran at (ACP: the protocol version, `1`).
     pub revision: String,
     /// How it was chosen: `server/discover`, `initialize`, or `forced` with `--revision`.
@@ -237,7 +243,7 @@ impl Report {
 #[derive(Debug)]
 pub struct Unreachable(pub String);
 
-/// Starts `command` and runs the MCP scenarios against it.
+/// Starts `command` (or connects to `options.url`) and runs the MCP scenarios against it.
 pub fn run_mcp(options: &Options, command: &[OsString]) -> Result<Report, Unreachable> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -42,16 +42,37 @@ fn client_info() -> Value {
     json!({"name": "cancelkit-check", "version": env!("CARGO_PKG_VERSION")})
 }
 
+/// How long one HTTP request's exchange may last: a wait, the slow call's own time, and a
+/// wait again (for an answer that comes late).
+fn request_timeout(options: &Options) -> Duration {
+    let slow = options.args["seconds"]
+        .as_f64()
+        .unwrap_or(0.0)
+        .clamp(0.0, 3600.0);
+    options.timeout * 2 + Duration::from_secs_f64(slow) + Duration::from_secs(1)
+}
+
 impl Session {
-    /// Starts `command` and completes the handshake, or says why not.
+    /// Starts `command` (or, with `--url`, connects to the Streamable HTTP endpoint) and
+    /// completes the handshake, or says why not.
     pub async fn open(options: &Options, command: &[OsString]) -> Result<Session, Unreachable> {
-        let shown = command
-            .iter()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ");
-        let client = Client::spawn(command)
-            .map_err(|e| Unreachable(format!("cannot start `{shown}`: {e}")))?;
+        let (client, shown) = match &options.url {
+            Some(url) => {
+                let client = Client::connect(url, request_timeout(options))
+                    .map_err(|e| Unreachable(format!("cannot use {e}")))?;
+                (client, url.clone())
+            }
+            None => {
+                let shown = command
+                    .iter()
+                    .map(|a| a.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let client = Client::spawn(command)
+                    .map_err(|e| Unreachable(format!("cannot start `{shown}`: {e}")))?;
+                (client, shown)
+            }
+        };
         let mut session = Session {
             client,
             version: String::new(),
@@ -83,9 +104,10 @@ impl Session {
         let (_, mut pending) = self.call("server/discover", json!({}), &mut ev).await;
         let answer = pending.wait(self.options.timeout).await;
         if answer.is_none() && self.client.closed() {
-            return Err(Unreachable(
-                "the server closed its stdout before answering".into(),
-            ));
+            return Err(Unreachable(match self.client.failure() {
+                Some(why) => why,
+                None => "the server closed its stdout before answering".into(),
+            }));
         }
         let speaks = answer.as_ref().is_some_and(|a| {
             a["result"]["supportedVersions"]
@@ -108,10 +130,10 @@ impl Session {
             json!({"protocolVersion": revision, "capabilities": {}, "clientInfo": client_info()});
         let (id, mut pending) = self.call("initialize", params, &mut ev).await;
         let answer = pending.wait(self.options.timeout).await.ok_or_else(|| {
-            Unreachable(format!(
-                "no answer to initialize within {:?}",
-                self.options.timeout
-            ))
+            Unreachable(match self.client.failure() {
+                Some(why) => format!("no answer to initialize: {why}"),
+                None => format!("no answer to initialize within {:?}", self.options.timeout),
+            })
         })?;
         let version = answer["result"]["protocolVersion"]
             .as_str()
@@ -171,17 +193,32 @@ impl Session {
         }
     }
 
-    /// Sends a notification (a failed write is noted).
+    /// Sends a notification (a failed write is noted, and over HTTP how the POST was
+    /// answered).
     pub async fn notify(&self, method: &str, params: Value, ev: &mut Evidence) {
         let frame = json!({"jsonrpc": "2.0", "method": method, "params": params});
         ev.sent(&frame);
-        if let Err(e) = self.client.send(&frame).await {
-            ev.note(format!("cannot send {method}: {e}"));
+        match self.client.deliver(&frame).await {
+            Ok(Some(how)) => ev.note(format!("{method} answered {how}")),
+            Ok(None) => {}
+            Err(e) => ev.note(format!("cannot send {method}: {e}")),
         }
     }
 
-    /// Sends `notifications/cancelled` with these params.
+    /// Cancels with these params: sends `notifications/cancelled`, except over Streamable
+    /// HTTP at 2026-07-28, where closing an in-flight request's response stream is its
+    /// cancellation. A cancel naming no open stream there (an unknown, completed or malformed
+    /// id) is still POSTed as the notification, to see that the server ignores it.
     pub async fn cancel(&self, params: Value, ev: &mut Evidence) {
+        if !self.legacy
+            && let Some(id) = params.get("requestId")
+            && self.client.close_stream(id)
+        {
+            ev.note(format!(
+                "closed the response stream of request {id} (2026-07-28 over HTTP: the cancel)"
+            ));
+            return;
+        }
         self.notify("notifications/cancelled", params, ev).await;
     }
 

@@ -1,50 +1,52 @@
-//! A raw line-level JSON-RPC client over a child's stdin and stdout.
+//! The raw JSON-RPC client the scenarios talk through, over a child's stdio ([`stdio`]) or
+//! Streamable HTTP ([`http`]).
 //!
 //! Raw on purpose: `cancelkit check` must send frames a conforming client never would (malformed
-//! cancels, ids `1` and `"1"` side by side) and watch for frames that must not come. Each frame is
-//! one line. A reader task routes each response to the waiter registered for its id (ids compare
-//! by their JSON text, so `1` and `"1"` are different) and keeps every other frame — responses
-//! nobody waits for, notifications, the server's requests — in a bounded queue of
-//! [`Client::others`]. Every wait has a timeout; the waiters, the queue and a line are bounded.
+//! cancels, ids `1` and `"1"` side by side) and watch for frames that must not come. Both
+//! transports share one routing table, `Routes`: each response goes to the waiter registered
+//! for its id (ids compare by their JSON text, so `1` and `"1"` are different), and every other
+//! frame — responses nobody waits for, notifications, the server's requests — is kept in a
+//! bounded queue of [`Client::others`]. Every wait has a timeout; the waiters, the queue, a line
+//! and an event are bounded.
+
+pub mod http;
+pub mod sse;
+pub mod stdio;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
-/// The longest frame kept; a longer line is cut to this many bytes (and will not parse).
+/// The longest frame kept: a longer stdio line is cut to this many bytes (and will not parse);
+/// a longer HTTP body or server-sent event ends its response.
 pub const MAX_LINE: usize = 4 << 20;
 /// At most this many requests wait for their response at once.
 pub const MAX_PENDING: usize = 4096;
 /// At most this many unrouted frames are kept; older ones are dropped first.
 pub const MAX_OTHERS: usize = 1024;
-/// How long a write to the child's stdin may take.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The key a response is routed by: its id's JSON text (`1` and `"1"` differ).
 pub fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
-/// What the reader task and the client share.
+/// What the transport's readers and the client share.
 #[derive(Default)]
-struct Routes {
-    pending: HashMap<String, oneshot::Sender<Value>>,
+pub(crate) struct Routes {
+    pub(crate) pending: HashMap<String, oneshot::Sender<Value>>,
     others: VecDeque<Value>,
     dropped: usize,
-    closed: bool,
+    pub(crate) closed: bool,
 }
 
 impl Routes {
     /// Routes one frame from the server.
-    fn route(&mut self, frame: Value) {
+    pub(crate) fn route(&mut self, frame: Value) {
         let is_response = frame.get("method").is_none()
             && (frame.get("result").is_some() || frame.get("error").is_some());
         if is_response
@@ -60,6 +62,14 @@ impl Routes {
         self.keep(frame);
     }
 
+    /// Routes each message of a JSON-RPC body: one message, or a batch of them.
+    pub(crate) fn route_all(&mut self, body: Value) {
+        match body {
+            Value::Array(batch) => batch.into_iter().for_each(|f| self.route(f)),
+            frame => self.route(frame),
+        }
+    }
+
     fn keep(&mut self, frame: Value) {
         if self.others.len() == MAX_OTHERS {
             self.others.pop_front();
@@ -67,72 +77,99 @@ impl Routes {
         }
         self.others.push_back(frame);
     }
+
+    /// Registers a waiter for `id`: refused when the transport has closed or too many wait.
+    pub(crate) fn register(&mut self, id: &Value) -> io::Result<Pending> {
+        if self.closed {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        if self.pending.len() >= MAX_PENDING {
+            return Err(io::Error::other("too many requests in flight"));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(id_key(id), tx);
+        Ok(Pending(Some(rx)))
+    }
 }
 
-/// A JSON-RPC peer on the other end of a child's stdio.
-pub struct Client {
-    child: Child,
-    stdin: tokio::sync::Mutex<ChildStdin>,
-    routes: Arc<Mutex<Routes>>,
+/// Shared routes, locked even after a panic elsewhere (the table stays consistent).
+pub(crate) type Shared = Arc<Mutex<Routes>>;
+
+pub(crate) fn lock(routes: &Shared) -> MutexGuard<'_, Routes> {
+    routes.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A JSON-RPC peer: a child on stdio, or a Streamable HTTP endpoint.
+pub enum Client {
+    /// A child's stdin and stdout.
+    Stdio(Box<stdio::Stdio>),
+    /// A Streamable HTTP endpoint.
+    Http(http::Http),
 }
 
 impl Client {
-    /// Starts `command` with piped stdin and stdout (stderr is discarded) and the reader task.
+    /// Starts `command` as a stdio server.
     pub fn spawn(command: &[OsString]) -> io::Result<Client> {
-        let (program, args) = command
-            .split_first()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let routes = Arc::new(Mutex::new(Routes::default()));
-        tokio::spawn(read(BufReader::new(stdout), Arc::clone(&routes)));
-        Ok(Client {
-            child,
-            stdin: tokio::sync::Mutex::new(stdin),
-            routes,
-        })
+        stdio::Stdio::spawn(command).map(|c| Client::Stdio(Box::new(c)))
+    }
+
+    /// A client of the Streamable HTTP endpoint at `url` (`http://` only); a request's POST
+    /// and the reading of its answer last at most `request_timeout`.
+    pub fn connect(url: &str, request_timeout: Duration) -> io::Result<Client> {
+        http::Http::new(url, request_timeout).map(Client::Http)
     }
 
     fn routes(&self) -> MutexGuard<'_, Routes> {
-        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+        match self {
+            Client::Stdio(c) => lock(&c.routes),
+            Client::Http(c) => lock(&c.routes),
+        }
     }
 
-    /// Writes one frame as a line.
+    /// Sends one frame that expects no response (a notification).
     pub async fn send(&self, frame: &Value) -> io::Result<()> {
-        let mut line = frame.to_string().into_bytes();
-        line.push(b'\n');
-        let mut stdin = self.stdin.lock().await;
-        let write = async {
-            stdin.write_all(&line).await?;
-            stdin.flush().await
-        };
-        tokio::time::timeout(WRITE_TIMEOUT, write)
-            .await
-            .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+        self.deliver(frame).await.map(drop)
+    }
+
+    /// Sends one frame that expects no response; over HTTP, also says how the POST was
+    /// answered (`HTTP 202 Accepted`, say), for the evidence.
+    pub async fn deliver(&self, frame: &Value) -> io::Result<Option<String>> {
+        match self {
+            Client::Stdio(c) => c.send(frame).await.map(|()| None),
+            Client::Http(c) => c.notify(frame).await.map(Some),
+        }
     }
 
     /// Registers a waiter for `id`, then sends `frame` (a request with that id).
     pub async fn request(&self, id: &Value, frame: &Value) -> io::Result<Pending> {
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut routes = self.routes();
-            if routes.closed {
-                return Err(io::ErrorKind::BrokenPipe.into());
-            }
-            if routes.pending.len() >= MAX_PENDING {
-                return Err(io::Error::other("too many requests in flight"));
-            }
-            routes.pending.insert(id_key(id), tx);
+        match self {
+            Client::Stdio(c) => c.request(id, frame).await,
+            Client::Http(c) => c.request(id, frame).await,
         }
-        self.send(frame).await?;
-        Ok(Pending(Some(rx)))
+    }
+
+    /// Closes the response stream of the in-flight request `id` (Streamable HTTP only: at
+    /// 2026-07-28 that is its cancellation). False when there is no such stream to close: on
+    /// stdio, or when the request has already been answered or never sent.
+    pub fn close_stream(&self, id: &Value) -> bool {
+        match self {
+            Client::Stdio(_) => false,
+            Client::Http(c) => c.close_stream(id),
+        }
+    }
+
+    /// Whether this is a Streamable HTTP client.
+    pub fn is_http(&self) -> bool {
+        matches!(self, Client::Http(_))
+    }
+
+    /// What went wrong last on the transport, if anything (HTTP: a connection that failed, an
+    /// error status).
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            Client::Stdio(_) => None,
+            Client::Http(c) => c.failure(),
+        }
     }
 
     /// Takes the frames no waiter took, oldest first.
@@ -140,19 +177,20 @@ impl Client {
         self.routes().others.drain(..).collect()
     }
 
-    /// Whether the server's stdout has ended.
+    /// Whether the server has gone: its stdout ended, or (HTTP) the last connection attempt
+    /// was refused.
     pub fn closed(&self) -> bool {
-        self.routes().closed
+        match self {
+            Client::Stdio(c) => lock(&c.routes).closed,
+            Client::Http(c) => c.unreachable(),
+        }
     }
 
-    /// Ends the child.
-    pub async fn shutdown(mut self) {
-        drop(self.stdin);
-        if tokio::time::timeout(Duration::from_millis(500), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+    /// Ends the child, or (HTTP) every stream still open and the legacy session.
+    pub async fn shutdown(self) {
+        match self {
+            Client::Stdio(c) => (*c).shutdown().await,
+            Client::Http(c) => c.shutdown().await,
         }
     }
 }
@@ -167,7 +205,8 @@ impl Pending {
         Pending(None)
     }
 
-    /// The response, if it comes within `timeout` (`None` too when the server has gone).
+    /// The response, if it comes within `timeout` (`None` too when it can no longer come: the
+    /// server has gone, or its response stream ended without it).
     pub async fn wait(&mut self, timeout: Duration) -> Option<Value> {
         let receiver = self.0.as_mut()?;
         let outcome = tokio::time::timeout(timeout, receiver).await.ok()?;
@@ -188,55 +227,10 @@ impl Pending {
     }
 }
 
-/// The reader task: routes each line until EOF, then wakes every waiter with nothing.
-async fn read(mut stdout: impl AsyncBufRead + Unpin, routes: Arc<Mutex<Routes>>) {
-    let mut line = Vec::new();
-    while let Ok(true) = read_line(&mut stdout, &mut line).await {
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let frame = serde_json::from_str(text).unwrap_or_else(|_| json!({ "unparsed": text }));
-        routes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .route(frame);
-    }
-    let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
-    routes.closed = true;
-    routes.pending.clear();
-}
-
-/// Reads one line into `line` (without its newline), keeping at most [`MAX_LINE`] bytes of it.
-/// `Ok(false)` at EOF with nothing read.
-async fn read_line(
-    input: &mut (impl AsyncBufRead + Unpin),
-    line: &mut Vec<u8>,
-) -> io::Result<bool> {
-    line.clear();
-    let mut any = false;
-    loop {
-        let buf = input.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(any);
-        }
-        any = true;
-        let (chunk, used, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(at) => (&buf[..at], at + 1, true),
-            None => (buf, buf.len(), false),
-        };
-        let room = MAX_LINE.saturating_sub(line.len());
-        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        input.consume(used);
-        if done {
-            return Ok(true);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn response(id: Value) -> Value {
@@ -246,15 +240,13 @@ mod tests {
     #[test]
     fn one_and_string_one_are_routed_apart() {
         let mut routes = Routes::default();
-        let (tx_num, mut rx_num) = oneshot::channel();
-        let (tx_str, mut rx_str) = oneshot::channel();
-        routes.pending.insert(id_key(&json!(1)), tx_num);
-        routes.pending.insert(id_key(&json!("1")), tx_str);
+        let mut num = routes.register(&json!(1)).unwrap();
+        let mut string = routes.register(&json!("1")).unwrap();
         routes.route(response(json!("1")));
-        assert_eq!(rx_str.try_recv().unwrap()["id"], json!("1"));
-        assert!(rx_num.try_recv().is_err(), "the numeric waiter got nothing");
+        assert_eq!(string.now().unwrap()["id"], json!("1"));
+        assert!(num.now().is_none(), "the numeric waiter got nothing");
         routes.route(response(json!(1)));
-        assert_eq!(rx_num.try_recv().unwrap()["id"], json!(1));
+        assert_eq!(num.now().unwrap()["id"], json!(1));
         assert!(routes.others.is_empty());
     }
 
@@ -263,7 +255,7 @@ mod tests {
         let mut routes = Routes::default();
         routes.route(response(json!(7)));
         routes.route(json!({"jsonrpc": "2.0", "method": "notifications/message"}));
-        routes.route(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600}}));
+        routes.route_all(json!([{"jsonrpc": "2.0", "id": null, "error": {"code": -32600}}]));
         assert_eq!(routes.others.len(), 3);
         for n in 0..MAX_OTHERS {
             routes.route(response(json!(n)));
@@ -272,18 +264,15 @@ mod tests {
         assert_eq!(routes.dropped, 3);
     }
 
-    #[tokio::test]
-    async fn long_lines_are_cut_and_the_next_one_is_whole() {
-        let mut input = vec![b'x'; MAX_LINE + 10];
-        input.extend_from_slice(b"\n{}\nlast");
-        let mut reader = BufReader::new(&input[..]);
-        let mut line = Vec::new();
-        assert!(read_line(&mut reader, &mut line).await.unwrap());
-        assert_eq!(line.len(), MAX_LINE);
-        assert!(read_line(&mut reader, &mut line).await.unwrap());
-        assert_eq!(line, b"{}");
-        assert!(read_line(&mut reader, &mut line).await.unwrap());
-        assert_eq!(line, b"last");
-        assert!(!read_line(&mut reader, &mut line).await.unwrap());
+    #[test]
+    fn no_waiter_after_close_or_beyond_the_bound() {
+        let mut routes = Routes::default();
+        for n in 0..MAX_PENDING {
+            routes.register(&json!(n)).unwrap();
+        }
+        assert!(routes.register(&json!("one more")).is_err());
+        routes.pending.clear();
+        routes.closed = true;
+        assert!(routes.register(&json!(1)).is_err());
     }
 }

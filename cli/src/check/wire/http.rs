@@ -1,0 +1,538 @@
+//! The Streamable HTTP transport: every JSON-RPC message is a POST to one endpoint.
+//!
+//! * A request's POST is sent from a task of its own (once its body has gone out on the
+//!   connection, the next message may be sent: a cancel never overtakes its request), which
+//!   reads the answer — a JSON body, or
+//!   a `text/event-stream` whose events may carry notifications and requests before the
+//!   response — and routes every message through the shared `Routes`. The task stops reading
+//!   once its response came, when the stream ends (the waiter is then told nothing will come),
+//!   or after the per-request timeout.
+//! * A notification's POST is awaited; its status (202 expected) is reported for the evidence.
+//!   A JSON-RPC message in a 2xx answer is routed like any other (a reply to a notification is
+//!   the server's fault); a 4xx is the transport's way to refuse a notification and is only
+//!   reported; a 5xx is kept among the others as `{"http_status", "body"}`, so the scenario
+//!   that watched for replies sees it.
+//! * Legacy revisions: the `Mcp-Session-Id` that answers `initialize` is sent on every later
+//!   POST, and `MCP-Protocol-Version` once `initialize` named the revision; the session is
+//!   ended with `DELETE` at shutdown.
+//! * 2026-07-28 (a request whose `_meta` names it, and every message after one): no session;
+//!   `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` on every POST. Closing a request's
+//!   response stream is its cancellation: [`Http::close_stream`] aborts the request's task,
+//!   which drops its connection.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use base64::Engine as _;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+use super::sse::Parser;
+use super::{MAX_LINE, MAX_PENDING, Pending, Shared, id_key, lock};
+
+/// How long a notification's POST (and a session's DELETE) may take.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How much of an error body is read and quoted.
+const ERROR_BODY: usize = 2048;
+/// The `_meta` key naming a 2026-07-28 request's revision.
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The first revision with per-request routing headers and no session.
+const STATELESS: &str = "2026-07-28";
+
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+/// What the request tasks and the client share besides the routes.
+#[derive(Default)]
+struct State {
+    /// The legacy session, from the answer to `initialize`.
+    session: Option<HeaderValue>,
+    /// The revision named in `MCP-Protocol-Version`, once known.
+    version: Option<String>,
+    /// The task of each request still being read, by id key, with its generation.
+    streams: HashMap<String, (u64, AbortHandle)>,
+    generation: u64,
+    /// The last thing that went wrong.
+    failure: Option<String>,
+    /// Whether the last connection attempt failed (nothing answered).
+    refused: bool,
+}
+
+/// A Streamable HTTP client of one endpoint.
+pub struct Http {
+    url: Arc<str>,
+    http: reqwest::Client,
+    pub(super) routes: Shared,
+    state: Arc<Mutex<State>>,
+    request_timeout: Duration,
+}
+
+fn locked(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An error and its sources, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// A header value for `text`, wrapped as `=?base64?...?=` when it cannot travel as it is.
+fn header_value(text: &str) -> Option<HeaderValue> {
+    let plain = !text.is_empty()
+        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && text.trim() == text
+        && !text.starts_with("=?base64?");
+    if plain {
+        return HeaderValue::from_str(text).ok();
+    }
+    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+    HeaderValue::from_str(&format!("=?base64?{encoded}?=")).ok()
+}
+
+impl Http {
+    /// A client of `url`; a request's POST and the reading of its answer last at most
+    /// `request_timeout`. Only `http://` URLs: this build has no TLS.
+    pub fn new(url: &str, request_timeout: Duration) -> io::Result<Http> {
+        let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+        let parsed = reqwest::Url::parse(url).map_err(|e| invalid(format!("`{url}`: {e}")))?;
+        if parsed.scheme() != "http" {
+            return Err(invalid(format!(
+                "`{url}`: only http:// URLs are supported (this build has no TLS)"
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(NOTIFY_TIMEOUT)
+            .build()
+            .map_err(|e| io::Error::other(chain(&e)))?;
+        Ok(Http {
+            url: url.into(),
+            http,
+            routes: Shared::default(),
+            state: Arc::default(),
+            request_timeout,
+        })
+    }
+
+    /// The last failure on the transport.
+    pub fn failure(&self) -> Option<String> {
+        locked(&self.state).failure.clone()
+    }
+
+    /// Whether the last connection attempt got no HTTP answer at all.
+    pub fn unreachable(&self) -> bool {
+        locked(&self.state).refused
+    }
+
+    /// The POST carrying `frame`, with the headers the revision asks for; remembers the
+    /// revision a stamped request names.
+    fn post(&self, frame: &Value) -> reqwest::RequestBuilder {
+        self.post_with(frame, reqwest::Body::from(frame.to_string()))
+    }
+
+    fn post_with(&self, frame: &Value, body: reqwest::Body) -> reqwest::RequestBuilder {
+        let method = frame["method"].as_str().unwrap_or_default();
+        let stamped = frame["params"]["_meta"][META_VERSION].as_str();
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        let version = {
+            let mut state = locked(&self.state);
+            if method == "initialize" {
+                // a new legacy handshake: whatever came before does not count
+                state.version = None;
+                state.session = None;
+            } else if let Some(stamped) = stamped {
+                state.version = Some(stamped.to_owned());
+            }
+            if let Some(session) = &state.session {
+                headers.insert(SESSION_ID, session.clone());
+            }
+            state.version.clone()
+        };
+        if let Some(version) = version {
+            if version.as_str() >= STATELESS {
+                self.routing_headers(method, &frame["params"], &mut headers);
+            }
+            if let Ok(value) = HeaderValue::from_str(&version) {
+                headers.insert(PROTOCOL_VERSION, value);
+            }
+        }
+        self.http.post(&*self.url).headers(headers).body(body)
+    }
+
+    /// `Mcp-Method`, and `Mcp-Name` for the methods that act on a named thing.
+    fn routing_headers(&self, method: &str, params: &Value, headers: &mut HeaderMap) {
+        if let Some(value) = header_value(method) {
+            headers.insert(MCP_METHOD, value);
+        }
+        let key = match method {
+            "tools/call" | "prompts/get" => "name",
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+            _ => return,
+        };
+        if let Some(value) = params[key].as_str().and_then(header_value) {
+            headers.insert(MCP_NAME, value);
+        }
+    }
+
+    /// Notes a failure; `refused` when nothing answered.
+    fn failed(shared: &Mutex<State>, why: String, refused: bool) {
+        let mut state = locked(shared);
+        state.failure = Some(why);
+        state.refused = refused;
+    }
+
+    fn send_failure(&self, method: &str, error: &reqwest::Error) -> io::Error {
+        let why = format!("cannot POST {method} to {}: {}", self.url, chain(error));
+        Http::failed(&self.state, why.clone(), error.is_connect());
+        let kind = if error.is_connect() {
+            io::ErrorKind::ConnectionRefused
+        } else {
+            io::ErrorKind::Other
+        };
+        io::Error::new(kind, why)
+    }
+
+    /// POSTs a notification; how it was answered, for the evidence.
+    pub async fn notify(&self, frame: &Value) -> io::Result<String> {
+        let method = frame["method"].as_str().unwrap_or("a message").to_owned();
+        let sent = self.post(frame).timeout(NOTIFY_TIMEOUT).send().await;
+        let response = sent.map_err(|e| self.send_failure(&method, &e))?;
+        locked(&self.state).refused = false;
+        let status = response.status();
+        let sse = is_sse(response.headers());
+        let mut note = format!("HTTP {status}");
+        if status.is_success() && sse {
+            // a stream answering a notification: read what is on it, within the timeout
+            let mut reader = Reader::new(Arc::clone(&self.routes), None);
+            let read = reader.sse(response);
+            let _ = tokio::time::timeout(NOTIFY_TIMEOUT, read).await;
+            note.push_str(" with an event stream");
+            return Ok(note);
+        }
+        let body = read_body(response, MAX_LINE).await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&body);
+        if !text.trim().is_empty() {
+            note = format!("{note}: {}", quote(&text));
+        }
+        if status.is_success() {
+            if let Ok(message) = serde_json::from_slice::<Value>(&body) {
+                lock(&self.routes).route_all(message);
+            }
+        } else if status.is_server_error() {
+            let kept = json!({"http_status": status.as_u16(), "body": quote(&text)});
+            lock(&self.routes).route(kept);
+        }
+        Ok(note)
+    }
+
+    /// Registers a waiter for `id`, then POSTs `frame` from a task that reads the answer;
+    /// returns once the body has been written to the connection (or could not be, or after
+    /// 5 s).
+    pub async fn request(&self, id: &Value, frame: &Value) -> io::Result<Pending> {
+        let key = id_key(id);
+        let pending = lock(&self.routes).register(id)?;
+        let method = frame["method"].as_str().unwrap_or_default().to_owned();
+        let bytes = frame.to_string().into_bytes();
+        // with its length, not chunked: some servers refuse a body without one
+        let length = bytes.len();
+        let (body, sent) = Signalling::body(bytes);
+        let post = self.post_with(frame, body).header(CONTENT_LENGTH, length);
+        let routes = Arc::clone(&self.routes);
+        let shared = Arc::clone(&self.state);
+        let url = Arc::clone(&self.url);
+        let timeout = self.request_timeout;
+        let generation = {
+            let mut state = locked(&self.state);
+            state.generation += 1;
+            state.generation
+        };
+        let task_key = key.clone();
+        let task = tokio::spawn(async move {
+            let exchange = exchange(post, &method, &task_key, &routes, &shared, &url);
+            if tokio::time::timeout(timeout, exchange).await.is_err() {
+                let why = format!("{method} (id {task_key}): no answer within {timeout:?}");
+                locked(&shared).failure = Some(why);
+            }
+            // Nothing more can come for this request: its waiter learns it now.
+            lock(&routes).pending.remove(&task_key);
+            let mut state = locked(&shared);
+            if state.streams.get(&task_key).map(|s| s.0) == Some(generation) {
+                state.streams.remove(&task_key);
+            }
+        });
+        {
+            let mut state = locked(&self.state);
+            if state.streams.len() >= MAX_PENDING {
+                state.streams.retain(|_, (_, task)| !task.is_finished());
+            }
+            state.streams.insert(key, (generation, task.abort_handle()));
+        }
+        // Dropped unsent (the connection failed) wakes this as well as sent.
+        let _ = tokio::time::timeout(NOTIFY_TIMEOUT, sent).await;
+        Ok(pending)
+    }
+
+    /// Aborts the task reading request `id`'s answer, which closes its connection; whether
+    /// there was one still open.
+    pub fn close_stream(&self, id: &Value) -> bool {
+        let key = id_key(id);
+        let Some((_, task)) = locked(&self.state).streams.remove(&key) else {
+            return false;
+        };
+        let open = !task.is_finished();
+        task.abort();
+        lock(&self.routes).pending.remove(&key);
+        open
+    }
+
+    /// Aborts every request's task and ends a legacy session with `DELETE`.
+    pub async fn shutdown(self) {
+        let (streams, session) = {
+            let mut state = locked(&self.state);
+            (std::mem::take(&mut state.streams), state.session.take())
+        };
+        for (_, task) in streams.into_values() {
+            task.abort();
+        }
+        if let Some(session) = session {
+            let delete = self
+                .http
+                .delete(&*self.url)
+                .header(SESSION_ID, session)
+                .timeout(NOTIFY_TIMEOUT)
+                .send();
+            let _ = delete.await;
+        }
+    }
+}
+
+fn is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
+/// At most [`ERROR_BODY`] characters of `text`, on one line.
+fn quote(text: &str) -> String {
+    let text = text.trim().replace(['\r', '\n'], " ");
+    match text.char_indices().nth(ERROR_BODY) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text,
+    }
+}
+
+/// Reads a whole body, refusing one longer than `limit`.
+async fn read_body(mut response: reqwest::Response, limit: usize) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| io::Error::other(chain(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(io::Error::other(format!("a body exceeds {limit} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// POSTs one request and routes what answers it, until its response came or the answer ended.
+async fn exchange(
+    post: reqwest::RequestBuilder,
+    method: &str,
+    key: &str,
+    routes: &Shared,
+    shared: &Mutex<State>,
+    url: &str,
+) {
+    let response = match post.send().await {
+        Ok(response) => response,
+        Err(e) => {
+            let why = format!("cannot POST {method} to {url}: {}", chain(&e));
+            return Http::failed(shared, why, e.is_connect());
+        }
+    };
+    locked(shared).refused = false;
+    let status = response.status();
+    if method == "initialize"
+        && let Some(session) = response.headers().get(SESSION_ID)
+    {
+        locked(shared).session = Some(session.clone());
+    }
+    if status.is_success() && is_sse(response.headers()) {
+        let mut reader = Reader::new(Arc::clone(routes), Some(key.to_owned()));
+        if let Err(why) = reader.sse(response).await {
+            locked(shared).failure = Some(format!("{method} (id {key}): {why}"));
+        }
+        if method == "initialize" {
+            remember_version(shared, reader.response.as_ref());
+        }
+        return;
+    }
+    let body = match read_body(response, MAX_LINE).await {
+        Ok(body) => body,
+        Err(e) => {
+            locked(shared).failure = Some(format!("{method} (id {key}): {e}"));
+            return;
+        }
+    };
+    match serde_json::from_slice::<Value>(&body) {
+        // a JSON-RPC answer, even with an error status (a refused request's error)
+        Ok(message) if message.is_object() || message.is_array() => {
+            if method == "initialize" && status.is_success() {
+                remember_version(shared, Some(&message));
+            }
+            lock(routes).route_all(message);
+        }
+        _ if status == StatusCode::ACCEPTED && body.is_empty() => {
+            let why = format!("{method} (id {key}): HTTP 202 without a response");
+            locked(shared).failure = Some(why);
+        }
+        _ => {
+            let text = String::from_utf8_lossy(&body);
+            let why = format!("{method} (id {key}): HTTP {status}: {}", quote(&text));
+            locked(shared).failure = Some(why);
+        }
+    }
+}
+
+/// A request body of one chunk that says when it has been taken whole: when the client asks
+/// for more after it, or drops it.
+struct Signalling {
+    chunk: Option<Vec<u8>>,
+    sent: Option<oneshot::Sender<()>>,
+}
+
+impl Signalling {
+    /// The body, and what wakes when it has gone.
+    fn body(bytes: Vec<u8>) -> (reqwest::Body, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let stream = Signalling {
+            chunk: Some(bytes),
+            sent: Some(tx),
+        };
+        (reqwest::Body::wrap_stream(stream), rx)
+    }
+}
+
+impl futures_util::Stream for Signalling {
+    type Item = io::Result<Vec<u8>>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if let Some(chunk) = self.chunk.take() {
+            return std::task::Poll::Ready(Some(Ok(chunk)));
+        }
+        if let Some(sent) = self.sent.take() {
+            let _ = sent.send(());
+        }
+        std::task::Poll::Ready(None)
+    }
+}
+
+/// After `initialize`: its result names the revision every later POST carries.
+fn remember_version(shared: &Mutex<State>, answer: Option<&Value>) {
+    if let Some(version) = answer.and_then(|a| a["result"]["protocolVersion"].as_str()) {
+        locked(shared).version = Some(version.to_owned());
+    }
+}
+
+/// Reads one answer's event stream into the routes.
+struct Reader {
+    routes: Shared,
+    /// The request whose response ends the reading (none for a notification's stream).
+    key: Option<String>,
+    /// That response, once it came.
+    response: Option<Value>,
+}
+
+impl Reader {
+    fn new(routes: Shared, key: Option<String>) -> Reader {
+        Reader {
+            routes,
+            key,
+            response: None,
+        }
+    }
+
+    /// Routes each event's message until the stream ends or its request's response came.
+    async fn sse(&mut self, mut response: reqwest::Response) -> Result<(), String> {
+        let mut parser = Parser::new(MAX_LINE);
+        let mut events = Vec::new();
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("the event stream broke: {}", chain(&e))),
+            };
+            parser
+                .feed(&chunk, &mut events)
+                .map_err(|e| e.to_string())?;
+            for data in events.drain(..) {
+                if data.trim().is_empty() {
+                    continue; // a priming event, or a keep-alive
+                }
+                let message = serde_json::from_str::<Value>(&data)
+                    .unwrap_or_else(|_| json!({ "unparsed": data }));
+                let ours = self.key.as_deref().is_some_and(|key| {
+                    message.get("method").is_none()
+                        && message.get("id").map(id_key).as_deref() == Some(key)
+                });
+                if ours {
+                    self.response = Some(message.clone());
+                }
+                lock(&self.routes).route_all(message);
+            }
+            if self.response.is_some() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_that_cannot_travel_are_wrapped() {
+        assert_eq!(header_value("tools/call").unwrap(), "tools/call");
+        assert_eq!(header_value("héllo").unwrap(), "=?base64?aMOpbGxv?=");
+        assert_eq!(header_value(" x").unwrap(), "=?base64?IHg=?=");
+    }
+
+    #[test]
+    fn only_http_urls() {
+        let timeout = Duration::from_secs(1);
+        let https = Http::new("https://127.0.0.1/mcp", timeout).err().unwrap();
+        assert!(https.to_string().contains("only http://"), "{https}");
+        assert!(Http::new("not a url", timeout).is_err());
+        assert!(Http::new("http://127.0.0.1:1/mcp", timeout).is_ok());
+    }
+}
