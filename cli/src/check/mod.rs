@@ -4,13 +4,19 @@
 //!
 //! * [`wire`] — the raw line-level JSON-RPC client the scenarios talk through.
 //! * [`session`] — the handshake and the era's wire forms.
-//! * [`mcp`] — the scenarios.
+//! * [`mcp`] — the scenarios, calling on:
+//! * [`tasks`] — `tasks/cancel` of a task-augmented call (2025-11-25, and the 2026-07-28 tasks
+//!   extension);
+//! * [`subscriptions`] — a cancelled `subscriptions/listen`, and the rule that a 2026-07-28
+//!   server sends `notifications/cancelled` only to end one.
 //!
 //! The exit code is 0 when every MUST and SHOULD check passes (with `--musts-only`, every MUST),
 //! 1 when one fails, 2 when the server could not be started or did not complete the handshake.
 
 pub mod mcp;
 pub mod session;
+pub mod subscriptions;
+pub mod tasks;
 pub mod wire;
 
 use std::ffi::OsString;
@@ -150,8 +156,6 @@ pub struct Report {
     pub musts_only: bool,
     /// The checks, in the order they ran.
     pub checks: Vec<Check>,
-    /// Scenarios of the issue not checked yet.
-    pub not_implemented: Vec<&'static str>,
 }
 
 impl Report {

@@ -25,6 +25,8 @@ pub const MAX_LINE: usize = 4 << 20;
 pub const MAX_PENDING: usize = 4096;
 /// At most this many unrouted frames are kept; older ones are dropped first.
 pub const MAX_OTHERS: usize = 1024;
+/// At most this many `notifications/cancelled` from the server are kept for [`Client::cancels`].
+pub const MAX_CANCELS: usize = 256;
 /// How long a write to the child's stdin may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -39,12 +41,20 @@ struct Routes {
     pending: HashMap<String, oneshot::Sender<Value>>,
     others: VecDeque<Value>,
     dropped: usize,
+    /// Every `notifications/cancelled` the server sent (the first [`MAX_CANCELS`]), whoever
+    /// took the frame.
+    cancels: Vec<Value>,
     closed: bool,
 }
 
 impl Routes {
     /// Routes one frame from the server.
     fn route(&mut self, frame: Value) {
+        if frame.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+            && self.cancels.len() < MAX_CANCELS
+        {
+            self.cancels.push(frame.clone());
+        }
         let is_response = frame.get("method").is_none()
             && (frame.get("result").is_some() || frame.get("error").is_some());
         if is_response
@@ -138,6 +148,12 @@ impl Client {
     /// Takes the frames no waiter took, oldest first.
     pub fn others(&self) -> Vec<Value> {
         self.routes().others.drain(..).collect()
+    }
+
+    /// Every `notifications/cancelled` the server has sent so far (at most [`MAX_CANCELS`]),
+    /// oldest first; unlike [`Client::others`], it does not take them.
+    pub fn cancels(&self) -> Vec<Value> {
+        self.routes().cancels.clone()
     }
 
     /// Whether the server's stdout has ended.
@@ -259,6 +275,19 @@ mod tests {
         }
         assert_eq!(routes.others.len(), MAX_OTHERS);
         assert_eq!(routes.dropped, 3);
+    }
+
+    #[test]
+    fn the_servers_cancels_are_recorded_and_bounded() {
+        let mut routes = Routes::default();
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}});
+        routes.route(cancel.clone());
+        routes.others.clear();
+        assert_eq!(routes.cancels, std::slice::from_ref(&cancel));
+        for _ in 0..MAX_CANCELS + 5 {
+            routes.route(cancel.clone());
+        }
+        assert_eq!(routes.cancels.len(), MAX_CANCELS);
     }
 
     #[tokio::test]
