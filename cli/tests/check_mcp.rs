@@ -55,20 +55,67 @@ fn a_server_that_answers_cancels_fails_exactly_those_checks() {
         "mcp.cancel.parallel.cancelled_silent",
     ];
     assert_eq!(failed, expected.map(String::from).into(), "{report:#}");
-    let evidence = |id: &str| {
-        let check = report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap();
-        check["evidence"].to_string()
-    };
+    let evidence = |id: &str| evidence(&report, id);
     assert!(evidence("mcp.cancel.no_response").contains("-32800"));
     assert!(evidence("mcp.cancel.malformed").contains(r#"\"id\":null"#));
     assert!(evidence("mcp.cancel.parallel.cancelled_silent").contains("request cancelled"));
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("mcp.cancel.malformed evidence:"), "{table}");
+}
+
+fn tasks_server() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/broken_tasks_server.py")
+        .display()
+        .to_string()
+}
+
+fn evidence(report: &Value, id: &str) -> String {
+    let checks = report["checks"].as_array().unwrap();
+    let check = checks.iter().find(|c| c["id"] == id).unwrap();
+    check["evidence"].to_string()
+}
+
+/// Short waits: the broken task never ends, so `mcp.tasks.ext.terminal` waits out
+/// `--timeout` plus the slow call's `seconds`.
+const QUICK: [&str; 4] = ["--args", r#"{"seconds": 1}"#, "--timeout", "1"];
+
+#[test]
+fn a_2026_server_that_breaks_tasks_and_subscriptions_fails_exactly_those_checks() {
+    let (output, report) = check(&QUICK, &["python3", &tasks_server()]);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2026-07-28");
+    assert_eq!(ids(&report), IDS);
+    let expected = [
+        "mcp.tasks.ext.cancel_acknowledged",
+        "mcp.tasks.ext.terminal",
+        "mcp.tasks.ext.cancel_repeated",
+        "mcp.subscriptions.listen_acknowledged",
+        "mcp.subscriptions.listen_cancel",
+        "mcp.subscriptions.server_cancels_only_listen",
+    ];
+    let failed = checks_with(&report, "fail");
+    assert_eq!(failed, expected.map(String::from).into(), "{report:#}");
+    assert!(evidence(&report, "mcp.tasks.ext.cancel_acknowledged").contains("-32603"));
+    assert!(evidence(&report, "mcp.tasks.ext.terminal").contains(r#"\"status\":\"working\""#));
+    assert!(evidence(&report, "mcp.subscriptions.listen_acknowledged").contains("acknowledged"));
+    assert!(evidence(&report, "mcp.subscriptions.listen_cancel").contains("resultType"));
+    let cancels = evidence(&report, "mcp.subscriptions.server_cancels_only_listen");
+    assert!(cancels.contains("echoed"), "{cancels}");
+}
+
+#[test]
+fn a_2025_server_that_answers_tasks_cancel_too_early_fails_exactly_those_checks() {
+    let (output, report) = check(&QUICK, &["python3", &tasks_server(), "--legacy"]);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2025-11-25");
+    let expected = ["mcp.tasks.cancel", "mcp.tasks.cancel_terminal"];
+    let failed = checks_with(&report, "fail");
+    assert_eq!(failed, expected.map(String::from).into(), "{report:#}");
+    let cancel = evidence(&report, "mcp.tasks.cancel");
+    assert!(cancel.contains(r#"\"status\":\"working\""#), "{cancel}");
 }
 
 #[test]
