@@ -9,7 +9,8 @@
 //! * a server on the official Python SDK 2.x (`tests/python/check_server.py`, the pinned venv),
 //!   likewise;
 //! * a server on the official TypeScript SDK (`tests/node/check_server.mjs`, pinned), which
-//!   speaks up to 2025-11-25.
+//!   speaks up to 2025-11-25: as written plainly, and with `sleep` as a task tool of the SDK's
+//!   experimental tasks API (`--tasks`).
 //!
 //! Short slow calls and timeouts keep each run to a few seconds; the test harness runs the four
 //! tests two at a time.
@@ -34,6 +35,8 @@ const OPTIONS: [&str; 8] = [
 
 /// What one server does today at one revision.
 struct Today {
+    /// Arguments added to the server's command line.
+    server_args: &'static [&'static str],
     /// `--revision`, or `None` to let the check negotiate.
     forced: Option<&'static str>,
     /// The revision the run must speak.
@@ -78,8 +81,16 @@ fn assert_today(peer: &str, server: &[OsString], runs: &[Today]) {
         if let Some(revision) = today.forced {
             options.extend(["--revision", revision]);
         }
-        let (output, report) = check_mcp(&options, server);
-        let at = today.forced.unwrap_or("its newest revision");
+        let mut server = server.to_vec();
+        server.extend(today.server_args.iter().map(OsString::from));
+        let (output, report) = check_mcp(&options, &server);
+        let at = match today.server_args {
+            [] => today.forced.unwrap_or("its newest revision").to_owned(),
+            args => format!(
+                "{} with {args:?}",
+                today.forced.unwrap_or("its newest revision")
+            ),
+        };
         let report = report.unwrap_or_else(|| panic!("{peer} at {at}: {}", explain(&output)));
         assert_eq!(report["revision"], today.revision, "{peer} at {at}");
         let checks = report["checks"].as_array().unwrap();
@@ -130,6 +141,7 @@ fn cancelkits_mcp_server_holds_every_check_it_supports_at_each_revision() {
     let server = vec![cancelkit_tests::example("mcp_server").into_os_string()];
     let runs = [
         Today {
+            server_args: &[],
             forced: None,
             revision: "2026-07-28",
             fail: &[],
@@ -143,12 +155,14 @@ fn cancelkits_mcp_server_holds_every_check_it_supports_at_each_revision() {
             ],
         },
         Today {
+            server_args: &[],
             forced: Some("2025-11-25"),
             revision: "2025-11-25",
             fail: &[],
             na: &NA_2025,
         },
         Today {
+            server_args: &[],
             forced: Some("2024-11-05"),
             revision: "2024-11-05",
             fail: &[],
@@ -163,6 +177,7 @@ fn an_rmcp_server_today() {
     let server = vec![cancelkit_tests::example_of("cancelkit-cli", "rmcp_server").into_os_string()];
     let runs = [
         Today {
+            server_args: &[],
             forced: None,
             revision: "2026-07-28",
             fail: &[],
@@ -170,6 +185,7 @@ fn an_rmcp_server_today() {
         },
         // rmcp 3.9 implements tasks as the 2026-07-28 extension only
         Today {
+            server_args: &[],
             forced: Some("2025-11-25"),
             revision: "2025-11-25",
             fail: &[],
@@ -187,6 +203,7 @@ fn a_python_sdk_server_today() {
     let runs = [
         // the Python SDK 2.3 has no tasks extension, but offers subscriptions/listen
         Today {
+            server_args: &[],
             forced: None,
             revision: "2026-07-28",
             fail: &[],
@@ -200,6 +217,7 @@ fn a_python_sdk_server_today() {
             ],
         },
         Today {
+            server_args: &[],
             forced: Some("2025-11-25"),
             revision: "2025-11-25",
             fail: &[],
@@ -214,11 +232,22 @@ fn a_typescript_sdk_server_today() {
     let node = cancelkit_tests::node::install();
     let server = os(&["node", node.join("check_server.mjs").to_str().unwrap()]);
     // The TypeScript SDK 1.x speaks up to 2025-11-25: negotiating lands there.
-    let runs = [Today {
-        forced: None,
-        revision: "2025-11-25",
-        fail: &[],
-        na: &NA_2025_NO_TASKS,
-    }];
+    let runs = [
+        Today {
+            server_args: &[],
+            forced: None,
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
+        // `sleep` as a task tool of the SDK's experimental tasks API
+        Today {
+            server_args: &["--tasks"],
+            forced: None,
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025,
+        },
+    ];
     assert_today("the TypeScript SDK", &server, &runs);
 }
