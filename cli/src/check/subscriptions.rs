@@ -144,10 +144,18 @@ pub async fn listen(s: &mut Session, checks: &mut Vec<Check>) -> Vec<Value> {
             "the stream ended silently: no response, no more frames, and the server still serves"
                 .into()
         }
-        (None, Ok(())) => format!(
-            "no response, the server still serves; {} more frame(s) of the stream after the cancel",
-            after.len()
-        ),
+        (None, Ok(())) => {
+            let echoed = after
+                .iter()
+                .filter(|f| f["method"] == "notifications/cancelled")
+                .count();
+            format!(
+                "no response, the server still serves; after the cancel: {} notifications/cancelled \
+                 for the stream and {} other frame(s) of it",
+                echoed,
+                after.len() - echoed
+            )
+        }
     };
     let ok = response.is_none() && alive.is_ok();
     checks.push(check(
