@@ -5,6 +5,8 @@
 //! * `cancelkit trace view FILE [-o timeline.html]` renders such a trace as an HTML timeline.
 //! * `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` runs cancellation scenarios against a
 //!   stdio MCP server.
+//! * `cancelkit check acp [OPTIONS] -- CMD [ARGS...]` runs cancellation scenarios against a
+//!   stdio ACP agent.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -13,7 +15,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cancelkit_cli::check::{self, Options};
+use cancelkit_cli::check::acp::{AcpOptions, DEFAULT_PROMPT};
+use cancelkit_cli::check::{self, Options, Report, Unreachable};
 use cancelkit_cli::{trace, view};
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
@@ -60,6 +63,33 @@ enum CheckCommand {
     /// --musts-only, MUSTs alone decide), 2 when the server cannot be started or does not
     /// complete the handshake.
     Mcp(McpArgs),
+    /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the seed's
+    /// `$/cancelRequest` and `session/cancel`.
+    ///
+    /// Exit code: 0 when every MUST and SHOULD check passes (with --musts-only, MUSTs alone
+    /// decide), 1 when one fails, 2 when the agent cannot be started or does not answer
+    /// `initialize` and `session/new`.
+    Acp(AcpArgs),
+}
+
+#[derive(Debug, Args)]
+struct AcpArgs {
+    /// The text of the slow `session/prompt`, cancelled in each scenario. cancelkit's example
+    /// agent streams for N seconds on `sleep N` and asks for permission on `ask`.
+    #[arg(long, default_value = DEFAULT_PROMPT, value_name = "TEXT")]
+    prompt: String,
+    /// How long each wait for an answer lasts, in seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = seconds_arg, value_name = "S")]
+    timeout: f64,
+    /// Also write the full report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Only the MUST checks decide the exit code.
+    #[arg(long)]
+    musts_only: bool,
+    /// The agent to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -136,6 +166,17 @@ fn main() -> ExitCode {
         Command::Check {
             target: CheckCommand::Mcp(args),
         } => check_mcp(args),
+        Command::Check {
+            target: CheckCommand::Acp(args),
+        } => {
+            let options = AcpOptions {
+                prompt: args.prompt,
+                timeout: Duration::from_secs_f64(args.timeout),
+                musts_only: args.musts_only,
+            };
+            let report = check::run_acp(&options, &args.command);
+            finish("acp", report, args.json)
+        }
     }
 }
 
@@ -149,20 +190,28 @@ fn check_mcp(args: McpArgs) -> ExitCode {
         timeout: Duration::from_secs_f64(args.timeout),
         musts_only: args.musts_only,
     };
-    let report = match check::run_mcp(&options, &args.command) {
+    finish("mcp", check::run_mcp(&options, &args.command), args.json)
+}
+
+/// Prints the report's table, writes its JSON, and gives the exit code.
+fn finish(target: &str, report: Result<Report, Unreachable>, json: Option<PathBuf>) -> ExitCode {
+    let report = match report {
         Ok(report) => report,
-        Err(check::Unreachable(why)) => {
-            eprintln!("cancelkit check mcp: {why}");
+        Err(Unreachable(why)) => {
+            eprintln!("cancelkit check {target}: {why}");
             return ExitCode::from(2);
         }
     };
     print!("{}", report.table());
-    if let Some(path) = args.json {
+    if let Some(path) = json {
         let written = serde_json::to_vec_pretty(&report)
             .map_err(std::io::Error::other)
             .and_then(|json| std::fs::write(&path, json));
         if let Err(e) = written {
-            eprintln!("cancelkit check mcp: cannot write {}: {e}", path.display());
+            eprintln!(
+                "cancelkit check {target}: cannot write {}: {e}",
+                path.display()
+            );
             return ExitCode::from(2);
         }
     }

@@ -174,7 +174,8 @@ fn cancelkits_mcp_server_holds_every_check_it_supports_at_each_revision() {
 
 #[test]
 fn an_rmcp_server_today() {
-    let server = vec![cancelkit_tests::example_of("cancelkit-cli", "rmcp_server").into_os_string()];
+    let server =
+        vec![cancelkit_tests::package_example("cancelkit-cli", "rmcp_server").into_os_string()];
     let runs = [
         Today {
             server_args: &[],

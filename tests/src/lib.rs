@@ -69,16 +69,15 @@ pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
 /// Builds one of the runtime's examples in the cargo profile `profile` (`release` for the
 /// benchmarks, whose binary does not sit where a test binary does) and returns its path.
 pub fn example_in_profile(name: &str, features: &[&str], profile: &str) -> PathBuf {
-    package_example("cancelkit", name, features, profile)
+    build_example("cancelkit", name, features, profile)
 }
 
-/// Like [`example`], for an example of another workspace package (such as `cancelkit-cli`'s
-/// `rmcp_server`).
-pub fn example_of(package: &str, name: &str) -> PathBuf {
-    package_example(package, name, &[], &test_profile())
+/// Like [`example`], for an example of another workspace package (such as `cancelkit-cli`).
+pub fn package_example(package: &str, name: &str) -> PathBuf {
+    build_example(package, name, &[], &test_profile())
 }
 
-fn package_example(package: &str, name: &str, features: &[&str], profile: &str) -> PathBuf {
+fn build_example(package: &str, name: &str, features: &[&str], profile: &str) -> PathBuf {
     let features = features.join(",");
     let mut command = Command::new(env!("CARGO"));
     command

@@ -6,6 +6,9 @@ use std::sync::OnceLock;
 
 use crate::workspace_root as root;
 
+/// The packages every Node peer needs: an install without one of them is redone.
+const REQUIRED: [&str; 2] = ["@modelcontextprotocol/sdk", "@agentclientprotocol/sdk"];
+
 /// Installs `tests/node/package.json` (with its lock file) under `target/interop/node` unless
 /// the same lock file is already installed there; returns that directory.
 ///
@@ -32,12 +35,11 @@ fn install_now() -> PathBuf {
         std::fs::read(source.join("package-lock.json")).expect("tests/node/package-lock.json");
     let stamp = target.join(".installed-lock");
     let installed = std::fs::read(&stamp).ok();
+    let modules = target.join("node_modules");
     if installed.as_deref() != Some(lock.as_slice())
-        || !target
-            .join("node_modules")
-            .join("@modelcontextprotocol")
-            .join("sdk")
-            .exists()
+        || REQUIRED
+            .iter()
+            .any(|package| !modules.join(package).join("package.json").exists())
     {
         for file in ["package.json", "package-lock.json"] {
             std::fs::copy(source.join(file), target.join(file)).expect("copy the package files");
@@ -46,7 +48,9 @@ fn install_now() -> PathBuf {
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
             .current_dir(&target)
             .output()
-            .unwrap_or_else(|e| panic!("cannot run npm (needed for the TypeScript SDK peer): {e}"));
+            .unwrap_or_else(|e| {
+                panic!("cannot run npm (needed for the TypeScript SDK peers): {e}")
+            });
         assert!(
             output.status.success(),
             "npm ci failed:\n{}\n{}",

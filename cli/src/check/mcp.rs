@@ -86,11 +86,13 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
     subscriptions::server_cancels(&s, &listens, &mut checks);
     let verdict = Report::decide(&checks, options.musts_only);
     let report = Report {
+        target: "mcp",
         command: command.iter().map(|a| a.to_string_lossy().into()).collect(),
         revision: s.version.clone(),
         negotiated_by: s.by.into(),
         slow_call: s.slow(None),
         fast_call: json!({"method": s.fast().0, "params": s.fast().1}),
+        agent: None,
         verdict,
         musts_only: options.musts_only,
         checks,

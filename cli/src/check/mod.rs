@@ -1,18 +1,26 @@
-//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]`: runs cancellation scenarios against a stdio
-//! MCP server and reports each check with the specification's word for it (MUST / SHOULD / MAY),
-//! the revisions it applies to, its result and the frames that show it.
+//! `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` and `cancelkit check acp [OPTIONS] -- CMD
+//! [ARGS...]`: run cancellation scenarios against a stdio MCP server or ACP agent and report each
+//! check with the specification's word for it (MUST / SHOULD / MAY), the revisions it applies to,
+//! its result and the frames that show it.
 //!
 //! * [`wire`] — the raw line-level JSON-RPC client the scenarios talk through.
-//! * [`session`] — the handshake and the era's wire forms.
-//! * [`mcp`] — the scenarios, calling on:
+//! * [`session`] — the MCP handshake and the era's wire forms.
+//! * [`mcp`] — the MCP scenarios, calling on:
 //! * [`tasks`] — `tasks/cancel` of a task-augmented call (2025-11-25, and the 2026-07-28 tasks
 //!   extension);
 //! * [`subscriptions`] — a cancelled `subscriptions/listen`, and the rule that a 2026-07-28
 //!   server sends `notifications/cancelled` only to end one.
+//! * [`acp_session`] — the ACP handshake and the client's side of an agent's own requests.
+//! * [`acp`] — the ACP scenarios around a slow prompt, and the run.
+//! * [`acp_ignore`] — the ACP scenarios without a prompt: ignored cancels, `initialize`.
 //!
 //! The exit code is 0 when every MUST and SHOULD check passes (with `--musts-only`, every MUST),
-//! 1 when one fails, 2 when the server could not be started or did not complete the handshake.
+//! 1 when one fails, 2 when the server or agent could not be started or did not complete the
+//! handshake.
 
+pub mod acp;
+pub mod acp_ignore;
+pub mod acp_session;
 pub mod mcp;
 pub mod session;
 pub mod subscriptions;
@@ -31,7 +39,7 @@ const EVIDENCE_CHARS: usize = 200;
 /// At most this many evidence lines per check.
 const EVIDENCE_LINES: usize = 16;
 
-/// What `cancelkit check mcp` was asked to do.
+/// What `cancelkit check mcp` was asked to do (`cancelkit check acp`: [`acp::AcpOptions`]).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Force one revision (`2024-11-05`, `2025-11-25`, `2026-07-28`) instead of negotiating.
@@ -140,16 +148,21 @@ fn cut(text: &str) -> String {
 /// The whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The server's command line.
+    /// What was checked: `mcp` (a server) or `acp` (an agent).
+    pub target: &'static str,
+    /// The server's or agent's command line.
     pub command: Vec<String>,
-    /// The revision the checks ran at.
+    /// The revision the checks ran at (ACP: the protocol version, `1`).
     pub revision: String,
     /// How it was chosen: `server/discover`, `initialize`, or `forced` with `--revision`.
     pub negotiated_by: String,
-    /// The slow call: tool and arguments.
+    /// The slow call: MCP tool and arguments, or the ACP prompt.
     pub slow_call: Value,
     /// The fast call: the method and params used for liveness.
     pub fast_call: Value,
+    /// ACP: the agent's `agentInfo` and `agentCapabilities` from `initialize`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Value>,
     /// `pass` or `fail`, as the exit code says.
     pub verdict: Outcome,
     /// Whether only MUST checks decided the verdict.
@@ -181,8 +194,8 @@ impl Report {
     /// A human-readable table: id, word, result, detail.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "cancelkit check mcp: revision {} (by {})\n\n",
-            self.revision, self.negotiated_by
+            "cancelkit check {}: revision {} (by {})\n\n",
+            self.target, self.revision, self.negotiated_by
         );
         let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(2);
         let _ = writeln!(out, "{:width$}  {:6}  {:6}  DETAIL", "ID", "WORD", "RESULT");
@@ -235,4 +248,13 @@ pub fn run_mcp(options: &Options, command: &[OsString]) -> Result<Report, Unreac
         .build()
         .map_err(|e| Unreachable(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(mcp::run(options, command))
+}
+
+/// Starts `command` and runs the ACP scenarios against it.
+pub fn run_acp(options: &acp::AcpOptions, command: &[OsString]) -> Result<Report, Unreachable> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Unreachable(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(acp::run(options, command))
 }

@@ -142,7 +142,7 @@ impl Client {
             routes.pending.insert(id_key(id), tx);
         }
         self.send(frame).await?;
-        Ok(Pending(rx))
+        Ok(Pending(Some(rx)))
     }
 
     /// Takes the frames no waiter took, oldest first.
@@ -173,23 +173,34 @@ impl Client {
     }
 }
 
-/// A response still to come.
-pub struct Pending(oneshot::Receiver<Value>);
+/// A response still to come. Once it has come, or can no longer come, it is spent: later waits
+/// give `None` at once.
+pub struct Pending(Option<oneshot::Receiver<Value>>);
 
 impl Pending {
     /// A response that never comes (for a request that could not be sent).
     pub fn never() -> Pending {
-        Pending(oneshot::channel().1)
+        Pending(None)
     }
 
     /// The response, if it comes within `timeout` (`None` too when the server has gone).
     pub async fn wait(&mut self, timeout: Duration) -> Option<Value> {
-        tokio::time::timeout(timeout, &mut self.0).await.ok()?.ok()
+        let receiver = self.0.as_mut()?;
+        let outcome = tokio::time::timeout(timeout, receiver).await.ok()?;
+        self.0 = None;
+        outcome.ok()
     }
 
     /// The response if it has already come.
     pub fn now(&mut self) -> Option<Value> {
-        self.0.try_recv().ok()
+        let outcome = self.0.as_mut()?.try_recv();
+        match outcome {
+            Err(oneshot::error::TryRecvError::Empty) => None,
+            outcome => {
+                self.0 = None;
+                outcome.ok()
+            }
+        }
     }
 }
 
