@@ -67,14 +67,14 @@ enum CheckCommand {
     /// Exit code: 0 when every MUST and SHOULD check passes, 1 when one fails (with
     /// --musts-only, MUSTs alone decide), 2 when the server cannot be started or reached or
     /// does not complete the handshake.
-    Mcp(McpArgs),
+    Mcp(Box<McpArgs>),
     /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the seed's
     /// `$/cancelRequest` and `session/cancel`.
     ///
     /// Exit code: 0 when every MUST and SHOULD check passes (with --musts-only, MUSTs alone
     /// decide), 1 when one fails, 2 when the agent cannot be started or does not answer
     /// `initialize` and `session/new`.
-    Acp(AcpArgs),
+    Acp(Box<AcpArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -186,7 +186,7 @@ fn main() -> ExitCode {
         } => render(file, output),
         Command::Check {
             target: CheckCommand::Mcp(args),
-        } => check_mcp(args),
+        } => check_mcp(*args),
         Command::Check {
             target: CheckCommand::Acp(args),
         } => {

@@ -65,9 +65,12 @@ fn results(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The check ids in order, each `pass` except those named in `others`.
+/// The check ids in order: the cancellation checks `pass` and the task and subscription checks
+/// `not_applicable` (none of these servers offers tasks over HTTP), except those named in
+/// `others`.
 fn expected(others: &[(&str, &str)]) -> Vec<(String, String)> {
     let others: BTreeMap<&str, &str> = others.iter().copied().collect();
+    let optional = |id: &str| id.starts_with("mcp.tasks.") || id.starts_with("mcp.subscriptions.");
     [
         "mcp.cancel.no_response",
         "mcp.cancel.keeps_serving",
@@ -79,9 +82,27 @@ fn expected(others: &[(&str, &str)]) -> Vec<(String, String)> {
         "mcp.cancel.parallel.others_answered",
         "mcp.cancel.parallel.cancelled_silent",
         "mcp.cancel.responsiveness",
+        "mcp.tasks.cancel",
+        "mcp.tasks.cancel_terminal",
+        "mcp.tasks.ext.cancel_acknowledged",
+        "mcp.tasks.ext.terminal",
+        "mcp.tasks.ext.cancel_repeated",
+        "mcp.subscriptions.listen_acknowledged",
+        "mcp.subscriptions.listen_cancel",
+        "mcp.subscriptions.server_cancels_only_listen",
     ]
     .into_iter()
-    .map(|id| (id.to_owned(), others.get(id).unwrap_or(&"pass").to_string()))
+    .map(|id| {
+        let default = if optional(id) {
+            "not_applicable"
+        } else {
+            "pass"
+        };
+        (
+            id.to_owned(),
+            others.get(id).unwrap_or(&default).to_string(),
+        )
+    })
     .collect()
 }
 
@@ -121,7 +142,10 @@ fn rmcp_at_2026_07_28_passes_and_a_closed_stream_stops_the_tool() {
     assert_eq!(report["revision"], "2026-07-28");
     assert_eq!(report["negotiated_by"], "server/discover");
     assert_eq!(report["url"], server.url.as_str());
-    let na = [("mcp.cancel.initialize_id", "not_applicable")];
+    let na = [
+        ("mcp.cancel.initialize_id", "not_applicable"),
+        ("mcp.subscriptions.server_cancels_only_listen", "pass"),
+    ];
     assert_eq!(results(&report), expected(&na), "{report:#}");
     // the in-flight cancel closed the stream; the ignored ones were POSTed and accepted
     let closed = "closed the response stream of request";
@@ -239,7 +263,13 @@ fn python_sdk_at_2026_07_28_passes() {
     let report = report.unwrap();
     assert_eq!(report["revision"], "2026-07-28");
     assert_eq!(report["negotiated_by"], "server/discover");
-    let na = [("mcp.cancel.initialize_id", "not_applicable")];
+    // its subscriptions/listen stream ends when the check closes it
+    let na = [
+        ("mcp.cancel.initialize_id", "not_applicable"),
+        ("mcp.subscriptions.listen_acknowledged", "pass"),
+        ("mcp.subscriptions.listen_cancel", "pass"),
+        ("mcp.subscriptions.server_cancels_only_listen", "pass"),
+    ];
     assert_eq!(results(&report), expected(&na), "{report:#}");
     let unknown = evidence(&report, "mcp.cancel.unknown_id");
     assert!(unknown.contains("answered HTTP 202 Accepted"), "{unknown}");

@@ -1,52 +1,22 @@
-//! `cancelkit check mcp` run as a real process: against the cancelkit runtime's `mcp_server`
-//! example (every check passes), against a deliberately broken Python server (exactly its faults
-//! fail, with evidence), and against commands that cannot be spoken to (exit code 2).
+//! `cancelkit check mcp` run as a real process: against a deliberately broken Python server
+//! (exactly its faults fail, with evidence), and against commands that cannot be spoken to (exit
+//! code 2). The real servers, the cancelkit runtime's `mcp_server` example among them, are in
+//! `check_peers.rs`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+mod support;
 
-/// Every check's stable id, in the order they run.
-const IDS: [&str; 10] = [
-    "mcp.cancel.no_response",
-    "mcp.cancel.keeps_serving",
-    "mcp.cancel.unknown_id",
-    "mcp.cancel.completed_id",
-    "mcp.cancel.initialize_id",
-    "mcp.cancel.malformed",
-    "mcp.cancel.id_types",
-    "mcp.cancel.parallel.others_answered",
-    "mcp.cancel.parallel.cancelled_silent",
-    "mcp.cancel.responsiveness",
-];
+use support::{MCP_CHECK_IDS as IDS, check_mcp as check, explain};
 
 fn broken_server() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/broken_mcp_server.py")
         .display()
         .to_string()
-}
-
-/// Runs `cancelkit check mcp OPTIONS -- SERVER` with `--json`; the output and the report.
-fn check(options: &[&str], server: &[&str]) -> (Output, Option<Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let output = Command::new(BIN)
-        .args(["check", "mcp", "--json"])
-        .arg(&json)
-        .args(options)
-        .arg("--")
-        .args(server)
-        .output()
-        .unwrap();
-    let report = std::fs::read(&json)
-        .ok()
-        .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
-    (output, report)
 }
 
 fn checks_with(report: &Value, result: &str) -> BTreeSet<String> {
@@ -68,47 +38,6 @@ fn ids(report: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn explain(output: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-#[test]
-fn cancelkits_mcp_server_passes_every_check_at_2026_07_28() {
-    let server = cancelkit_tests::example("mcp_server");
-    let (output, report) = check(&[], &[server.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
-    let report = report.expect("--json wrote the report");
-    assert_eq!(report["revision"], "2026-07-28");
-    assert_eq!(report["negotiated_by"], "server/discover");
-    assert_eq!(report["verdict"], "pass");
-    assert_eq!(ids(&report), IDS);
-    assert!(checks_with(&report, "fail").is_empty());
-    // 2026-07-28 has no initialize to cancel
-    let na = checks_with(&report, "not_applicable");
-    assert_eq!(na, BTreeSet::from(["mcp.cancel.initialize_id".to_owned()]));
-    let timing = &report["checks"][9]["metrics"];
-    assert_eq!(timing["answered"], 20, "{timing}");
-    assert!(timing["p99_ms"].as_f64().unwrap() >= timing["p50_ms"].as_f64().unwrap());
-    let table = String::from_utf8_lossy(&output.stdout);
-    assert!(table.contains("mcp.cancel.id_types") && table.contains("verdict: pass"));
-}
-
-#[test]
-fn cancelkits_mcp_server_passes_every_check_at_2025_11_25() {
-    let server = cancelkit_tests::example("mcp_server");
-    let (output, report) = check(&["--revision", "2025-11-25"], &[server.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
-    let report = report.unwrap();
-    assert_eq!(report["revision"], "2025-11-25");
-    assert_eq!(report["negotiated_by"], "forced");
-    assert_eq!(checks_with(&report, "pass").len(), IDS.len(), "{report:#}");
-}
-
 #[test]
 fn a_server_that_answers_cancels_fails_exactly_those_checks() {
     let server = broken_server();
@@ -126,20 +55,67 @@ fn a_server_that_answers_cancels_fails_exactly_those_checks() {
         "mcp.cancel.parallel.cancelled_silent",
     ];
     assert_eq!(failed, expected.map(String::from).into(), "{report:#}");
-    let evidence = |id: &str| {
-        let check = report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap();
-        check["evidence"].to_string()
-    };
+    let evidence = |id: &str| evidence(&report, id);
     assert!(evidence("mcp.cancel.no_response").contains("-32800"));
     assert!(evidence("mcp.cancel.malformed").contains(r#"\"id\":null"#));
     assert!(evidence("mcp.cancel.parallel.cancelled_silent").contains("request cancelled"));
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("mcp.cancel.malformed evidence:"), "{table}");
+}
+
+fn tasks_server() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/broken_tasks_server.py")
+        .display()
+        .to_string()
+}
+
+fn evidence(report: &Value, id: &str) -> String {
+    let checks = report["checks"].as_array().unwrap();
+    let check = checks.iter().find(|c| c["id"] == id).unwrap();
+    check["evidence"].to_string()
+}
+
+/// Short waits: the broken task never ends, so `mcp.tasks.ext.terminal` waits out
+/// `--timeout` plus the slow call's `seconds`.
+const QUICK: [&str; 4] = ["--args", r#"{"seconds": 1}"#, "--timeout", "1"];
+
+#[test]
+fn a_2026_server_that_breaks_tasks_and_subscriptions_fails_exactly_those_checks() {
+    let (output, report) = check(&QUICK, &["python3", &tasks_server()]);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2026-07-28");
+    assert_eq!(ids(&report), IDS);
+    let expected = [
+        "mcp.tasks.ext.cancel_acknowledged",
+        "mcp.tasks.ext.terminal",
+        "mcp.tasks.ext.cancel_repeated",
+        "mcp.subscriptions.listen_acknowledged",
+        "mcp.subscriptions.listen_cancel",
+        "mcp.subscriptions.server_cancels_only_listen",
+    ];
+    let failed = checks_with(&report, "fail");
+    assert_eq!(failed, expected.map(String::from).into(), "{report:#}");
+    assert!(evidence(&report, "mcp.tasks.ext.cancel_acknowledged").contains("-32603"));
+    assert!(evidence(&report, "mcp.tasks.ext.terminal").contains(r#"\"status\":\"working\""#));
+    assert!(evidence(&report, "mcp.subscriptions.listen_acknowledged").contains("acknowledged"));
+    assert!(evidence(&report, "mcp.subscriptions.listen_cancel").contains("resultType"));
+    let cancels = evidence(&report, "mcp.subscriptions.server_cancels_only_listen");
+    assert!(cancels.contains("echoed"), "{cancels}");
+}
+
+#[test]
+fn a_2025_server_that_answers_tasks_cancel_too_early_fails_exactly_those_checks() {
+    let (output, report) = check(&QUICK, &["python3", &tasks_server(), "--legacy"]);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let report = report.unwrap();
+    assert_eq!(report["revision"], "2025-11-25");
+    let expected = ["mcp.tasks.cancel", "mcp.tasks.cancel_terminal"];
+    let failed = checks_with(&report, "fail");
+    assert_eq!(failed, expected.map(String::from).into(), "{report:#}");
+    let cancel = evidence(&report, "mcp.tasks.cancel");
+    assert!(cancel.contains(r#"\"status\":\"working\""#), "{cancel}");
 }
 
 #[test]

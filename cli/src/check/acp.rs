@@ -102,7 +102,6 @@ pub async fn run(options: &AcpOptions, command: &[OsString]) -> Result<Report, U
         verdict,
         musts_only: options.musts_only,
         checks,
-        not_implemented: Vec::new(),
     };
     s.answer_outstanding(&mut Evidence::default()).await;
     s.client.shutdown().await;

@@ -9,21 +9,22 @@ use serde_json::{Value, json};
 use super::session::Session;
 use super::wire::Pending;
 use super::{Check, Evidence, Options, Outcome, Report, Unreachable, Word};
+use super::{subscriptions, tasks};
 
 /// All three revisions.
 const ALL: &[&str] = &["2024-11-05", "2025-11-25", "2026-07-28"];
 /// The revisions with the `initialize` handshake.
 const LEGACY: &[&str] = &["2024-11-05", "2025-11-25"];
 
-const NO_RESPONSE: &str = "MCP cancellation: the receiver should stop the work and send no response for the cancelled request";
-const ANSWERED: &str = "JSON-RPC 2.0: the server must reply to every request";
+pub(super) const NO_RESPONSE: &str = "MCP cancellation: the receiver should stop the work and send no response for the cancelled request";
+pub(super) const ANSWERED: &str = "JSON-RPC 2.0: the server must reply to every request";
 const NOT_ANSWERED: &str =
     "JSON-RPC 2.0: the server must not reply to a notification; MCP: invalid cancels are ignored";
 
 /// How long a cancel is given to land before the slow call it names is expected in flight.
-const SETTLE: Duration = Duration::from_millis(100);
+pub(super) const SETTLE: Duration = Duration::from_millis(100);
 /// How long a cancelled call is watched for a response that must not come.
-const QUIET: Duration = Duration::from_secs(1);
+pub(super) const QUIET: Duration = Duration::from_secs(1);
 /// How long an ignored cancel is watched for a reply before the liveness check.
 const IGNORE_QUIET: Duration = Duration::from_millis(300);
 /// The slow call's `seconds` in the scenarios that run many of them.
@@ -33,13 +34,8 @@ const PARALLEL: usize = 100;
 /// The repeats of the responsiveness scenario.
 const REPEATS: usize = 20;
 
-/// The scenarios of the issue this command does not check yet.
-pub const NOT_IMPLEMENTED: &[&str] = &[
-    "mcp.tasks (tasks/cancel of a task-augmented call)",
-    "mcp.subscriptions (a cancelled subscriptions/listen)",
-];
-
-fn check(
+/// One check's result, with its evidence.
+pub(super) fn check(
     id: &'static str,
     word: Word,
     revisions: &'static [&'static str],
@@ -60,7 +56,8 @@ fn check(
     }
 }
 
-fn pass_if(ok: bool) -> Outcome {
+/// `pass` if `ok`, else `fail`.
+pub(super) fn pass_if(ok: bool) -> Outcome {
     if ok { Outcome::Pass } else { Outcome::Fail }
 }
 
@@ -73,6 +70,8 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
     id_types(&mut s, &mut checks).await;
     parallel(&mut s, &mut checks).await;
     responsiveness(&mut s, &mut checks).await;
+    tasks::run(&mut s, &mut checks).await;
+    let listens = subscriptions::listen(&mut s, &mut checks).await;
     // The first scenario's cancelled call may have been answered late, while the others ran.
     if let Some((at, mut pending)) = cancelled
         && let Some(frame) = pending.now()
@@ -83,6 +82,8 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
         late.evidence
             .push(format!("<- {}", super::cut(&frame.to_string())));
     }
+    // Judged last: every notifications/cancelled the server sent during the whole run.
+    subscriptions::server_cancels(&s, &listens, &mut checks);
     let verdict = Report::decide(&checks, options.musts_only);
     let report = Report {
         target: "mcp",
@@ -96,7 +97,6 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
         verdict,
         musts_only: options.musts_only,
         checks,
-        not_implemented: NOT_IMPLEMENTED.to_vec(),
     };
     s.client.shutdown().await;
     Ok(report)

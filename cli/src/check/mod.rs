@@ -6,7 +6,11 @@
 //!
 //! * [`wire`] — the raw JSON-RPC client the scenarios talk through, over stdio or HTTP.
 //! * [`session`] — the MCP handshake and the era's wire forms.
-//! * [`mcp`] — the MCP scenarios.
+//! * [`mcp`] — the MCP scenarios, calling on:
+//! * [`tasks`] — `tasks/cancel` of a task-augmented call (2025-11-25, and the 2026-07-28 tasks
+//!   extension);
+//! * [`subscriptions`] — a cancelled `subscriptions/listen`, and the rule that a 2026-07-28
+//!   server sends `notifications/cancelled` only to end one.
 //! * [`acp_session`] — the ACP handshake and the client's side of an agent's own requests.
 //! * [`acp`] — the ACP scenarios around a slow prompt, and the run.
 //! * [`acp_ignore`] — the ACP scenarios without a prompt: ignored cancels, `initialize`.
@@ -20,6 +24,8 @@ pub mod acp_ignore;
 pub mod acp_session;
 pub mod mcp;
 pub mod session;
+pub mod subscriptions;
+pub mod tasks;
 pub mod wire;
 
 use std::ffi::OsString;
@@ -169,8 +175,6 @@ pub struct Report {
     pub musts_only: bool,
     /// The checks, in the order they ran.
     pub checks: Vec<Check>,
-    /// Scenarios of the issue not checked yet.
-    pub not_implemented: Vec<&'static str>,
 }
 
 impl Report {

@@ -33,6 +33,8 @@ pub struct Session {
     pub by: &'static str,
     /// The id of `initialize` (legacy eras).
     pub init_id: Option<Value>,
+    /// The server's capabilities, from its `server/discover` or `initialize` answer.
+    pub capabilities: Value,
     /// The options.
     pub options: Options,
     next_id: u64,
@@ -79,6 +81,7 @@ impl Session {
             legacy: false,
             by: "server/discover",
             init_id: None,
+            capabilities: Value::Null,
             options: options.clone(),
             // ids 1 and "1" are left for the scenario that needs them
             next_id: 100,
@@ -114,8 +117,9 @@ impl Session {
                 .as_array()
                 .is_some_and(|v| v.iter().any(|v| v == V2026))
         });
-        if speaks {
+        if let Some(answer) = answer.filter(|_| speaks) {
             self.version = V2026.into();
+            self.capabilities = answer["result"]["capabilities"].clone();
         }
         Ok(speaks)
     }
@@ -139,6 +143,7 @@ impl Session {
             .as_str()
             .ok_or_else(|| Unreachable(format!("initialize was not accepted: {answer}")))?;
         self.version = version.to_owned();
+        self.capabilities = answer["result"]["capabilities"].clone();
         self.init_id = Some(id);
         self.notify("notifications/initialized", json!({}), &mut ev)
             .await;
@@ -178,7 +183,8 @@ impl Session {
             let meta = object.entry("_meta").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {
                 meta.insert(PROTOCOL_VERSION.into(), json!(V2026));
-                meta.insert(CLIENT_CAPABILITIES.into(), json!({}));
+                // a scenario may declare capabilities (the tasks extension) for one request
+                meta.entry(CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
                 meta.insert(CLIENT_INFO.into(), client_info());
             }
         }

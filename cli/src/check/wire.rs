@@ -29,6 +29,8 @@ pub const MAX_LINE: usize = 4 << 20;
 pub const MAX_PENDING: usize = 4096;
 /// At most this many unrouted frames are kept; older ones are dropped first.
 pub const MAX_OTHERS: usize = 1024;
+/// At most this many `notifications/cancelled` from the server are kept for [`Client::cancels`].
+pub const MAX_CANCELS: usize = 256;
 
 /// The key a response is routed by: its id's JSON text (`1` and `"1"` differ).
 pub fn id_key(id: &Value) -> String {
@@ -41,12 +43,20 @@ pub(crate) struct Routes {
     pub(crate) pending: HashMap<String, oneshot::Sender<Value>>,
     others: VecDeque<Value>,
     dropped: usize,
+    /// Every `notifications/cancelled` the server sent (the first [`MAX_CANCELS`]), whoever
+    /// took the frame.
+    cancels: Vec<Value>,
     pub(crate) closed: bool,
 }
 
 impl Routes {
     /// Routes one frame from the server.
     pub(crate) fn route(&mut self, frame: Value) {
+        if frame.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+            && self.cancels.len() < MAX_CANCELS
+        {
+            self.cancels.push(frame.clone());
+        }
         let is_response = frame.get("method").is_none()
             && (frame.get("result").is_some() || frame.get("error").is_some());
         if is_response
@@ -177,6 +187,12 @@ impl Client {
         self.routes().others.drain(..).collect()
     }
 
+    /// Every `notifications/cancelled` the server has sent so far (at most [`MAX_CANCELS`]),
+    /// oldest first; unlike [`Client::others`], it does not take them.
+    pub fn cancels(&self) -> Vec<Value> {
+        self.routes().cancels.clone()
+    }
+
     /// Whether the server has gone: its stdout ended, or (HTTP) the last connection attempt
     /// was refused.
     pub fn closed(&self) -> bool {
@@ -274,5 +290,18 @@ mod tests {
         routes.pending.clear();
         routes.closed = true;
         assert!(routes.register(&json!(1)).is_err());
+    }
+
+    #[test]
+    fn the_servers_cancels_are_recorded_and_bounded() {
+        let mut routes = Routes::default();
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}});
+        routes.route(cancel.clone());
+        routes.others.clear();
+        assert_eq!(routes.cancels, std::slice::from_ref(&cancel));
+        for _ in 0..MAX_CANCELS + 5 {
+            routes.route(cancel.clone());
+        }
+        assert_eq!(routes.cancels.len(), MAX_CANCELS);
     }
 }

@@ -86,3 +86,57 @@ pub fn view(trace: &Path, html: &Path) -> String {
     assert!(view.status.success(), "{view:?}");
     std::fs::read_to_string(html).unwrap()
 }
+
+/// Every check id of `cancelkit check mcp`, in the order they are reported.
+pub const MCP_CHECK_IDS: [&str; 18] = [
+    "mcp.cancel.no_response",
+    "mcp.cancel.keeps_serving",
+    "mcp.cancel.unknown_id",
+    "mcp.cancel.completed_id",
+    "mcp.cancel.initialize_id",
+    "mcp.cancel.malformed",
+    "mcp.cancel.id_types",
+    "mcp.cancel.parallel.others_answered",
+    "mcp.cancel.parallel.cancelled_silent",
+    "mcp.cancel.responsiveness",
+    "mcp.tasks.cancel",
+    "mcp.tasks.cancel_terminal",
+    "mcp.tasks.ext.cancel_acknowledged",
+    "mcp.tasks.ext.terminal",
+    "mcp.tasks.ext.cancel_repeated",
+    "mcp.subscriptions.listen_acknowledged",
+    "mcp.subscriptions.listen_cancel",
+    "mcp.subscriptions.server_cancels_only_listen",
+];
+
+/// Runs `cancelkit check mcp --json REPORT OPTIONS -- SERVER`; its output and the report, if
+/// one was written.
+pub fn check_mcp<S: AsRef<OsStr>>(
+    options: &[&str],
+    server: &[S],
+) -> (std::process::Output, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = Command::new(BIN)
+        .args(["check", "mcp", "--json"])
+        .arg(&json)
+        .args(options)
+        .arg("--")
+        .args(server)
+        .output()
+        .unwrap();
+    let report = std::fs::read(&json)
+        .ok()
+        .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
+    (output, report)
+}
+
+/// A run's exit code and output, for an assertion's message.
+pub fn explain(output: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}

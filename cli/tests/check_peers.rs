@@ -1,0 +1,254 @@
+//! `cancelkit check mcp` against the MCP servers people use, over stdio, asserting what each one
+//! does today per check id: every check not listed as failing or not applicable must pass, so a
+//! pass that becomes a fail (or the other way round, or a scenario that starts or stops applying)
+//! fails the test. Each server offers a slow `sleep {seconds}` and a fast `echo {text}`.
+//!
+//! * the cancelkit runtime's `mcp_server` example at each revision: every check applies where
+//!   the example supports it, and every one of those passes;
+//! * an rmcp 3.9 server (`examples/rmcp_server.rs`), at its newest revision and at 2025-11-25;
+//! * a server on the official Python SDK 2.x (`tests/python/check_server.py`, the pinned venv),
+//!   likewise;
+//! * a server on the official TypeScript SDK (`tests/node/check_server.mjs`, pinned), which
+//!   speaks up to 2025-11-25: as written plainly, and with `sleep` as a task tool of the SDK's
+//!   experimental tasks API (`--tasks`).
+//!
+//! Short slow calls and timeouts keep each run to a few seconds; the test harness runs the four
+//! tests two at a time.
+
+use std::ffi::OsString;
+
+mod support;
+
+use support::{MCP_CHECK_IDS, check_mcp, explain};
+
+/// The slow call, the fast call and the wait used for every server.
+const OPTIONS: [&str; 8] = [
+    "--args",
+    r#"{"seconds": 2}"#,
+    "--fast-tool",
+    "echo",
+    "--fast-args",
+    r#"{"text": "cancelkit"}"#,
+    "--timeout",
+    "3",
+];
+
+/// What one server does today at one revision.
+struct Today {
+    /// Arguments added to the server's command line.
+    server_args: &'static [&'static str],
+    /// `--revision`, or `None` to let the check negotiate.
+    forced: Option<&'static str>,
+    /// The revision the run must speak.
+    revision: &'static str,
+    /// The checks that fail today.
+    fail: &'static [&'static str],
+    /// The checks that do not apply today.
+    na: &'static [&'static str],
+}
+
+/// Not applicable at 2026-07-28: no `initialize`, and the 2025-11-25 form of tasks.
+const NA_2026: [&str; 3] = [
+    "mcp.cancel.initialize_id",
+    "mcp.tasks.cancel",
+    "mcp.tasks.cancel_terminal",
+];
+/// Not applicable at 2025-11-25: the 2026-07-28 tasks extension and subscriptions.
+const NA_2025: [&str; 6] = [
+    "mcp.tasks.ext.cancel_acknowledged",
+    "mcp.tasks.ext.terminal",
+    "mcp.tasks.ext.cancel_repeated",
+    "mcp.subscriptions.listen_acknowledged",
+    "mcp.subscriptions.listen_cancel",
+    "mcp.subscriptions.server_cancels_only_listen",
+];
+/// Not applicable at 2025-11-25 for a server that declares no `capabilities.tasks`.
+const NA_2025_NO_TASKS: [&str; 8] = [
+    "mcp.tasks.cancel",
+    "mcp.tasks.cancel_terminal",
+    NA_2025[0],
+    NA_2025[1],
+    NA_2025[2],
+    NA_2025[3],
+    NA_2025[4],
+    NA_2025[5],
+];
+
+/// Runs the check against `server` at each of `runs` and asserts each outcome.
+fn assert_today(peer: &str, server: &[OsString], runs: &[Today]) {
+    for today in runs {
+        let mut options = OPTIONS.to_vec();
+        if let Some(revision) = today.forced {
+            options.extend(["--revision", revision]);
+        }
+        let mut server = server.to_vec();
+        server.extend(today.server_args.iter().map(OsString::from));
+        let (output, report) = check_mcp(&options, &server);
+        let at = match today.server_args {
+            [] => today.forced.unwrap_or("its newest revision").to_owned(),
+            args => format!(
+                "{} with {args:?}",
+                today.forced.unwrap_or("its newest revision")
+            ),
+        };
+        let report = report.unwrap_or_else(|| panic!("{peer} at {at}: {}", explain(&output)));
+        assert_eq!(report["revision"], today.revision, "{peer} at {at}");
+        let checks = report["checks"].as_array().unwrap();
+        let ids: Vec<&str> = checks.iter().map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, MCP_CHECK_IDS, "{peer} at {at}");
+        let changed: Vec<String> = checks
+            .iter()
+            .filter_map(|c| {
+                let id = c["id"].as_str().unwrap();
+                let expected = if today.fail.contains(&id) {
+                    "fail"
+                } else if today.na.contains(&id) {
+                    "not_applicable"
+                } else {
+                    "pass"
+                };
+                (c["result"] != expected).then(|| {
+                    format!(
+                        "{id}: {} today, expected {expected}: {}",
+                        c["result"], c["detail"]
+                    )
+                })
+            })
+            .collect();
+        assert!(
+            changed.is_empty(),
+            "{peer} at {at} behaves differently:\n{}\n\n{}",
+            changed.join("\n"),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let musts_and_shoulds_hold = today.fail.is_empty();
+        let code = Some(if musts_and_shoulds_hold { 0 } else { 1 });
+        assert_eq!(
+            output.status.code(),
+            code,
+            "{peer} at {at}: {}",
+            explain(&output)
+        );
+    }
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+#[test]
+fn cancelkits_mcp_server_holds_every_check_it_supports_at_each_revision() {
+    let server = vec![cancelkit_tests::example("mcp_server").into_os_string()];
+    let runs = [
+        Today {
+            server_args: &[],
+            forced: None,
+            revision: "2026-07-28",
+            fail: &[],
+            // it does not offer subscriptions/listen (-32601)
+            na: &[
+                NA_2026[0],
+                NA_2026[1],
+                NA_2026[2],
+                "mcp.subscriptions.listen_acknowledged",
+                "mcp.subscriptions.listen_cancel",
+            ],
+        },
+        Today {
+            server_args: &[],
+            forced: Some("2025-11-25"),
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025,
+        },
+        Today {
+            server_args: &[],
+            forced: Some("2024-11-05"),
+            revision: "2024-11-05",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
+    ];
+    assert_today("cancelkit's mcp_server", &server, &runs);
+}
+
+#[test]
+fn an_rmcp_server_today() {
+    let server =
+        vec![cancelkit_tests::package_example("cancelkit-cli", "rmcp_server").into_os_string()];
+    let runs = [
+        Today {
+            server_args: &[],
+            forced: None,
+            revision: "2026-07-28",
+            fail: &[],
+            na: &NA_2026,
+        },
+        // rmcp 3.9 implements tasks as the 2026-07-28 extension only
+        Today {
+            server_args: &[],
+            forced: Some("2025-11-25"),
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
+    ];
+    assert_today("rmcp 3.9", &server, &runs);
+}
+
+#[test]
+fn a_python_sdk_server_today() {
+    let python = cancelkit_tests::python::install();
+    let script = cancelkit_tests::python::script("check_server.py");
+    let server = vec![python.into_os_string(), script.into_os_string()];
+    let runs = [
+        // the Python SDK 2.3 has no tasks extension, but offers subscriptions/listen
+        Today {
+            server_args: &[],
+            forced: None,
+            revision: "2026-07-28",
+            fail: &[],
+            na: &[
+                NA_2026[0],
+                NA_2026[1],
+                NA_2026[2],
+                "mcp.tasks.ext.cancel_acknowledged",
+                "mcp.tasks.ext.terminal",
+                "mcp.tasks.ext.cancel_repeated",
+            ],
+        },
+        Today {
+            server_args: &[],
+            forced: Some("2025-11-25"),
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
+    ];
+    assert_today("the Python SDK", &server, &runs);
+}
+
+#[test]
+fn a_typescript_sdk_server_today() {
+    let node = cancelkit_tests::node::install();
+    let server = os(&["node", node.join("check_server.mjs").to_str().unwrap()]);
+    // The TypeScript SDK 1.x speaks up to 2025-11-25: negotiating lands there.
+    let runs = [
+        Today {
+            server_args: &[],
+            forced: None,
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
+        // `sleep` as a task tool of the SDK's experimental tasks API
+        Today {
+            server_args: &["--tasks"],
+            forced: None,
+            revision: "2025-11-25",
+            fail: &[],
+            na: &NA_2025,
+        },
+    ];
+    assert_today("the TypeScript SDK", &server, &runs);
+}
