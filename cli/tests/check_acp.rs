@@ -11,7 +11,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+mod support;
+
+use support::{BIN, explain, ids};
 
 /// Every check's stable id, in the order they run.
 const IDS: [&str; 11] = [
@@ -31,20 +33,7 @@ const IDS: [&str; 11] = [
 /// Runs `cancelkit check acp --timeout 2 --json FILE OPTIONS -- AGENT`; the output and the
 /// report.
 fn check<S: AsRef<std::ffi::OsStr>>(options: &[&str], agent: &[S]) -> (Output, Option<Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let output = Command::new(BIN)
-        .args(["check", "acp", "--timeout", "2", "--json"])
-        .arg(&json)
-        .args(options)
-        .arg("--")
-        .args(agent)
-        .output()
-        .unwrap();
-    let report = std::fs::read(&json)
-        .ok()
-        .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
-    (output, report)
+    support::check("acp", &[&["--timeout", "2"], options].concat(), agent)
 }
 
 /// Each check's id -> (result, detail).
@@ -58,24 +47,6 @@ fn outcomes(report: &Value) -> BTreeMap<String, (String, String)> {
             (text("id"), (text("result"), text("detail")))
         })
         .collect()
-}
-
-fn ids(report: &Value) -> Vec<&str> {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect()
-}
-
-fn explain(output: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// Asserts each check's result, and that its detail contains the text given.

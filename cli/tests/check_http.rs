@@ -6,6 +6,7 @@
 
 #[path = "support/rmcp_http.rs"]
 mod rmcp_http;
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cancelkit");
+use support::{MCP_CHECK_IDS, check_mcp, evidence, explain};
 
 /// Short waits and short slow calls keep each run to a few seconds.
 const FAST: [&str; 4] = ["--timeout", "2", "--args", r#"{"seconds": 3}"#];
@@ -29,27 +30,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Runs `cancelkit check mcp --json FILE ARGS`; the output and the report.
 fn check(args: &[&str]) -> (Output, Option<Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let output = Command::new(BIN)
-        .args(["check", "mcp", "--json"])
-        .arg(&json)
-        .args(args)
-        .output()
-        .unwrap();
-    let report = std::fs::read(&json)
-        .ok()
-        .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
-    (output, report)
-}
-
-fn explain(output: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+    check_mcp::<&str>(args, &[])
 }
 
 /// Each check's id and result, in order.
@@ -71,48 +52,20 @@ fn results(report: &Value) -> Vec<(String, String)> {
 fn expected(others: &[(&str, &str)]) -> Vec<(String, String)> {
     let others: BTreeMap<&str, &str> = others.iter().copied().collect();
     let optional = |id: &str| id.starts_with("mcp.tasks.") || id.starts_with("mcp.subscriptions.");
-    [
-        "mcp.cancel.no_response",
-        "mcp.cancel.keeps_serving",
-        "mcp.cancel.unknown_id",
-        "mcp.cancel.completed_id",
-        "mcp.cancel.initialize_id",
-        "mcp.cancel.malformed",
-        "mcp.cancel.id_types",
-        "mcp.cancel.parallel.others_answered",
-        "mcp.cancel.parallel.cancelled_silent",
-        "mcp.cancel.responsiveness",
-        "mcp.tasks.cancel",
-        "mcp.tasks.cancel_terminal",
-        "mcp.tasks.ext.cancel_acknowledged",
-        "mcp.tasks.ext.terminal",
-        "mcp.tasks.ext.cancel_repeated",
-        "mcp.subscriptions.listen_acknowledged",
-        "mcp.subscriptions.listen_cancel",
-        "mcp.subscriptions.server_cancels_only_listen",
-    ]
-    .into_iter()
-    .map(|id| {
-        let default = if optional(id) {
-            "not_applicable"
-        } else {
-            "pass"
-        };
-        (
-            id.to_owned(),
-            others.get(id).unwrap_or(&default).to_string(),
-        )
-    })
-    .collect()
-}
-
-fn evidence(report: &Value, id: &str) -> String {
-    let check = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id);
-    check.unwrap()["evidence"].to_string()
+    MCP_CHECK_IDS
+        .into_iter()
+        .map(|id| {
+            let default = if optional(id) {
+                "not_applicable"
+            } else {
+                "pass"
+            };
+            (
+                id.to_owned(),
+                others.get(id).unwrap_or(&default).to_string(),
+            )
+        })
+        .collect()
 }
 
 /// Waits (at most 5 s) until every sleep that started has finished or been cancelled, and

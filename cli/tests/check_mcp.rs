@@ -10,7 +10,7 @@ use serde_json::Value;
 
 mod support;
 
-use support::{MCP_CHECK_IDS as IDS, check_mcp as check, explain};
+use support::{MCP_CHECK_IDS as IDS, check_mcp as check, evidence, explain, ids};
 
 fn broken_server() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -26,15 +26,6 @@ fn checks_with(report: &Value, result: &str) -> BTreeSet<String> {
         .iter()
         .filter(|c| c["result"] == result)
         .map(|c| c["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn ids(report: &Value) -> Vec<&str> {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
         .collect()
 }
 
@@ -68,12 +59,6 @@ fn tasks_server() -> String {
         .join("tests/fixtures/broken_tasks_server.py")
         .display()
         .to_string()
-}
-
-fn evidence(report: &Value, id: &str) -> String {
-    let checks = report["checks"].as_array().unwrap();
-    let check = checks.iter().find(|c| c["id"] == id).unwrap();
-    check["evidence"].to_string()
 }
 
 /// Short waits: the broken task never ends, so `mcp.tasks.ext.terminal` waits out

@@ -109,26 +109,53 @@ pub const MCP_CHECK_IDS: [&str; 18] = [
     "mcp.subscriptions.server_cancels_only_listen",
 ];
 
-/// Runs `cancelkit check mcp --json REPORT OPTIONS -- SERVER`; its output and the report, if
-/// one was written.
+/// Runs `cancelkit check mcp --json REPORT OPTIONS -- SERVER` (without `-- SERVER` when `server`
+/// is empty, as with `--url`); its output and the report, if one was written.
 pub fn check_mcp<S: AsRef<OsStr>>(
     options: &[&str],
     server: &[S],
 ) -> (std::process::Output, Option<Value>) {
+    check("mcp", options, server)
+}
+
+/// Runs `cancelkit check TARGET --json REPORT OPTIONS -- COMMAND` (without `-- COMMAND` when
+/// `command` is empty); its output and the report, if one was written.
+pub fn check<S: AsRef<OsStr>>(
+    target: &str,
+    options: &[&str],
+    command: &[S],
+) -> (std::process::Output, Option<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let output = Command::new(BIN)
-        .args(["check", "mcp", "--json"])
+        .args(["check", target, "--json"])
         .arg(&json)
         .args(options)
-        .arg("--")
-        .args(server)
+        .args(if command.is_empty() { None } else { Some("--") })
+        .args(command)
         .output()
         .unwrap();
     let report = std::fs::read(&json)
         .ok()
         .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
     (output, report)
+}
+
+/// A report's check ids, in order.
+pub fn ids(report: &Value) -> Vec<&str> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect()
+}
+
+/// The evidence of check `id`, as JSON text.
+pub fn evidence(report: &Value, id: &str) -> String {
+    let checks = report["checks"].as_array().unwrap();
+    let check = checks.iter().find(|c| c["id"] == id).unwrap();
+    check["evidence"].to_string()
 }
 
 /// A run's exit code and output, for an assertion's message.
