@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::acp_ignore;
 use super::acp_session::{AcpSession, CANCEL_REQUEST, CANCEL_REQUEST_SEED};
-use super::{Check, Evidence, Outcome, Report, Unreachable, Word};
+use super::{Check, Evidence, Outcome, Report, Unreachable, Word, pass_if};
 
 /// The protocol versions the checks apply to.
 const V1: &[&str] = &["1"];
@@ -45,6 +45,7 @@ pub struct AcpOptions {
     pub musts_only: bool,
 }
 
+/// One ACP check's result (ACP v1), with its evidence.
 pub(super) fn check(
     id: &'static str,
     word: Word,
@@ -53,20 +54,7 @@ pub(super) fn check(
     detail: impl Into<String>,
     ev: Evidence,
 ) -> Check {
-    Check {
-        id,
-        word,
-        revisions: V1,
-        basis,
-        result,
-        detail: detail.into(),
-        evidence: ev.into_lines(),
-        metrics: None,
-    }
-}
-
-pub(super) fn pass_if(ok: bool) -> Outcome {
-    if ok { Outcome::Pass } else { Outcome::Fail }
+    super::check(id, word, V1, basis, result, detail, ev)
 }
 
 /// Starts the agent, runs every scenario, and reports.

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::acp::{check, pass_if};
+use super::acp::check;
 use super::acp_session::{AcpSession, CANCEL_REQUEST, CANCEL_REQUEST_SEED, initialize_params};
+use super::pass_if;
 use super::{Check, Evidence, Outcome, Unreachable, Word};
 
 const IGNORED: &str = "JSON-RPC 2.0: a notification is never answered; ACP 1a: a cancel for a completed or unknown request is ignored";

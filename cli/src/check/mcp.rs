@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::session::Session;
 use super::wire::Pending;
-use super::{Check, Evidence, Options, Outcome, Report, Unreachable, Word};
+use super::{Check, Evidence, Options, Outcome, Report, Unreachable, Word, check, pass_if};
 use super::{subscriptions, tasks};
 
 /// All three revisions.
@@ -33,33 +33,6 @@ const SHORT_SECONDS: f64 = 1.0;
 const PARALLEL: usize = 100;
 /// The repeats of the responsiveness scenario.
 const REPEATS: usize = 20;
-
-/// One check's result, with its evidence.
-pub(super) fn check(
-    id: &'static str,
-    word: Word,
-    revisions: &'static [&'static str],
-    basis: &'static str,
-    result: Outcome,
-    detail: impl Into<String>,
-    ev: Evidence,
-) -> Check {
-    Check {
-        id,
-        word,
-        revisions,
-        basis,
-        result,
-        detail: detail.into(),
-        evidence: ev.into_lines(),
-        metrics: None,
-    }
-}
-
-/// `pass` if `ok`, else `fail`.
-pub(super) fn pass_if(ok: bool) -> Outcome {
-    if ok { Outcome::Pass } else { Outcome::Fail }
-}
 
 /// Starts the server, runs every scenario, and reports.
 pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unreachable> {

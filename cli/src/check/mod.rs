@@ -107,6 +107,33 @@ pub struct Check {
     pub metrics: Option<Value>,
 }
 
+/// One check's result, with its evidence.
+pub(crate) fn check(
+    id: &'static str,
+    word: Word,
+    revisions: &'static [&'static str],
+    basis: &'static str,
+    result: Outcome,
+    detail: impl Into<String>,
+    ev: Evidence,
+) -> Check {
+    Check {
+        id,
+        word,
+        revisions,
+        basis,
+        result,
+        detail: detail.into(),
+        evidence: ev.into_lines(),
+        metrics: None,
+    }
+}
+
+/// `pass` if `ok`, else `fail`.
+pub(crate) fn pass_if(ok: bool) -> Outcome {
+    if ok { Outcome::Pass } else { Outcome::Fail }
+}
+
 /// The evidence of one check: frames sent and received, and notes.
 #[derive(Debug, Default, Clone)]
 pub struct Evidence(Vec<String>);

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::mcp::{NO_RESPONSE, QUIET, check, pass_if};
+use super::mcp::{NO_RESPONSE, QUIET};
 use super::session::{Session, V2026};
 use super::{Check, Evidence, Outcome, Word};
+use super::{check, pass_if};
 
 /// The revision with `subscriptions/listen`.
 const R2026: &[&str] = &["2026-07-28"];

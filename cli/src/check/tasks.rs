@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::mcp::{SETTLE, check, pass_if};
+use super::mcp::SETTLE;
 use super::session::{Session, V2025, V2026};
 use super::{Check, Evidence, Outcome, Word};
+use super::{check, pass_if};
 
 /// The revision of the `params.task` form.
 const R2025: &[&str] = &["2025-11-25"];
