@@ -6,9 +6,9 @@
 //! * [`view`] — `cancelkit trace view FILE [-o timeline.html]`, which turns such a trace into a
 //!   self-contained HTML timeline: one row per JSON-RPC request, its lifetime as a bar, the
 //!   cancels that named it and how long the peer took to answer after them.
-//! * [`check`] — `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` and `cancelkit check acp
-//!   [OPTIONS] -- CMD [ARGS...]`, which start a stdio MCP server or ACP agent and run cancellation
-//!   scenarios against it, each reported with the specification's word for it (MUST / SHOULD /
+//! * [`check`] — `cancelkit check mcp [OPTIONS] -- CMD [ARGS...]` (or `--url URL` for a running
+//!   Streamable HTTP server) and `cancelkit check acp [OPTIONS] -- CMD [ARGS...]`, which start a
+//!   stdio MCP server or ACP agent and run cancellation scenarios against it, each reported with the specification's word for it (MUST / SHOULD /
 //!   MAY), its result and the frames that show it.
 //!
 //! A trace file holds one JSON object per line:
