@@ -127,6 +127,10 @@ struct McpArgs {
     /// A running Streamable HTTP MCP server's endpoint (http:// only), instead of a command.
     #[arg(long, value_name = "URL", value_parser = url_arg)]
     url: Option<String>,
+    /// A header sent with every HTTP request (with --url), as `Name: value`, such as
+    /// `Authorization: Bearer TOKEN`; repeatable.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = header_arg, conflicts_with = "command")]
+    headers: Vec<(String, String)>,
     /// The server to run, after `--`.
     #[arg(
         last = true,
@@ -143,6 +147,15 @@ fn url_arg(text: &str) -> Result<String, String> {
         Some(("https", _)) => Err("only http:// URLs are supported (this build has no TLS)".into()),
         _ => Err("an http:// URL, such as http://127.0.0.1:8000/mcp".into()),
     }
+}
+
+fn header_arg(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or("`Name: value`, such as `Authorization: Bearer TOKEN`")?;
+    let (name, value) = (name.trim(), value.trim());
+    check::valid_header(name, value)?;
+    Ok((name.to_owned(), value.to_owned()))
 }
 
 fn json_arg(text: &str) -> Result<Value, String> {
@@ -204,6 +217,7 @@ fn main() -> ExitCode {
 fn check_mcp(args: McpArgs) -> ExitCode {
     let options = Options {
         url: args.url,
+        headers: args.headers,
         revision: args.revision,
         tool: args.tool,
         args: args.args,

@@ -339,3 +339,29 @@ fn url_and_command_together_or_https_are_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("only http:// URLs"), "{stderr}");
 }
+
+#[test]
+fn headers_must_be_well_formed_and_go_with_a_url() {
+    let url = "http://127.0.0.1:1/mcp";
+    let refused = [
+        (vec!["--url", url, "--header", "no colon"], "`Name: value`"),
+        (
+            vec!["--url", url, "--header", "Bad Name: x"],
+            "is not a header name",
+        ),
+        (
+            vec!["--url", url, "-H", "X-Token: a\u{7f}b"],
+            "cannot be sent as a header",
+        ),
+        (
+            vec!["--header", "X-Token: 1", "--", "cat"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, why) in refused {
+        let (output, _) = check(&args);
+        assert_eq!(output.status.code(), Some(2), "{}", explain(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+}

@@ -9,9 +9,10 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use axum::serve::{ListenerExt, TapIo};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Verifier;
@@ -163,7 +164,7 @@ impl App {
         let service = self
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
-        let server = axum::serve(listener, service).with_graceful_shutdown(stop);
+        let server = axum::serve(no_delay(listener), service).with_graceful_shutdown(stop);
         server.await?;
         drained.cancelled().await;
         for upstream in self.upstreams.all() {
@@ -270,4 +271,37 @@ fn describe() {
         metrics::counter!("cancelkit_gateway_cancels_total", "source" => source).increment(0);
     }
     metrics::counter!("cancelkit_gateway_runs_started_total").increment(0);
+}
+
+/// `listener` with Nagle's algorithm off on every accepted connection.
+///
+/// An SSE answer goes out in pieces (the head, then each event). With Nagle on, a piece written
+/// while the one before is still unacknowledged waits for that ACK, which a client on a kept-alive
+/// connection delays by up to 40 ms: `cancelkit check mcp --url` measured 44 ms per request at
+/// 2025-11-25 before, 1–3 ms after.
+fn no_delay(listener: TcpListener) -> TapIo<TcpListener, fn(&mut TcpStream)> {
+    fn set(tcp: &mut TcpStream) {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+        }
+    }
+    listener.tap_io(set as fn(&mut TcpStream))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_have_nagle_off() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut listener = no_delay(listener);
+        let client = tokio::net::TcpStream::connect(address).await.unwrap();
+        let (accepted, _) = listener.accept().await;
+        assert!(accepted.nodelay().unwrap(), "Nagle is still on");
+        drop(client);
+    }
 }

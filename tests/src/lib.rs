@@ -77,7 +77,18 @@ pub fn package_example(package: &str, name: &str) -> PathBuf {
     build_example(package, name, &[], &test_profile())
 }
 
+/// Builds binary `name` of workspace package `package` (such as the `cancelkit` command of
+/// `cancelkit-cli`, for another package's tests) in the test's profile and returns its path.
+pub fn package_binary(package: &str, name: &str) -> PathBuf {
+    build(package, ("bin", name), &[], &test_profile())
+}
+
 fn build_example(package: &str, name: &str, features: &[&str], profile: &str) -> PathBuf {
+    build(package, ("example", name), features, profile)
+}
+
+/// Builds target `(kind, name)` (`example` or `bin`) of `package`; its executable.
+fn build(package: &str, (kind, name): (&str, &str), features: &[&str], profile: &str) -> PathBuf {
     let features = features.join(",");
     let mut command = Command::new(env!("CARGO"));
     command
@@ -86,7 +97,14 @@ fn build_example(package: &str, name: &str, features: &[&str], profile: &str) ->
             "--quiet",
             "--message-format=json-render-diagnostics",
         ])
-        .args(["--profile", profile, "-p", package, "--example", name])
+        .args([
+            "--profile",
+            profile,
+            "-p",
+            package,
+            &format!("--{kind}"),
+            name,
+        ])
         .current_dir(workspace_root());
     if !features.is_empty() {
         command.args(["--features", &features]);
@@ -97,17 +115,17 @@ fn build_example(package: &str, name: &str, features: &[&str], profile: &str) ->
         .expect("cargo runs");
     assert!(
         output.status.success(),
-        "the {name} example does not build in the {profile} profile"
+        "the {name} {kind} does not build in the {profile} profile"
     );
     let stdout = String::from_utf8(output.stdout).expect("cargo writes UTF-8 JSON");
-    example_executable(&stdout, name).unwrap_or_else(|| {
-        panic!("cargo built the {name} example but reported no executable for it:\n{stdout}")
+    executable(&stdout, kind, name).unwrap_or_else(|| {
+        panic!("cargo built the {name} {kind} but reported no executable for it:\n{stdout}")
     })
 }
 
-/// The `executable` of the `compiler-artifact` message for example `name` in cargo's JSON
-/// messages (one per line).
-fn example_executable(messages: &str, name: &str) -> Option<PathBuf> {
+/// The `executable` of the `compiler-artifact` message for target `name` of `kind` (`example`,
+/// `bin`) in cargo's JSON messages (one per line).
+fn executable(messages: &str, kind: &str, name: &str) -> Option<PathBuf> {
     messages
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -116,7 +134,7 @@ fn example_executable(messages: &str, name: &str) -> Option<PathBuf> {
             message["target"]["name"] == name
                 && message["target"]["kind"]
                     .as_array()
-                    .is_some_and(|kinds| kinds.iter().any(|kind| kind == "example"))
+                    .is_some_and(|kinds| kinds.iter().any(|k| k == kind))
         })
         .find_map(|message| message["executable"].as_str().map(PathBuf::from))
 }
@@ -165,9 +183,10 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(
-            example_executable(&messages, "mcp_client"),
+            executable(&messages, "example", "mcp_client"),
             Some(PathBuf::from("/t/release/examples/mcp_client"))
         );
-        assert_eq!(example_executable(&messages, "acp_agent"), None);
+        assert_eq!(executable(&messages, "example", "acp_agent"), None);
+        assert_eq!(executable(&messages, "bin", "mcp_client"), None);
     }
 }

@@ -45,6 +45,8 @@ const EVIDENCE_LINES: usize = 16;
 pub struct Options {
     /// A running Streamable HTTP server's endpoint (`--url`) instead of a command to start.
     pub url: Option<String>,
+    /// Headers sent with every HTTP request (`--header`), such as `Authorization`.
+    pub headers: Vec<(String, String)>,
     /// Force one revision (`2024-11-05`, `2025-11-25`, `2026-07-28`) instead of negotiating.
     pub revision: Option<String>,
     /// The slow tool.
@@ -268,6 +270,11 @@ impl Report {
         );
         out
     }
+}
+
+/// Whether `name: value` can be sent as an HTTP header; why not, if it cannot.
+pub fn valid_header(name: &str, value: &str) -> Result<(), String> {
+    wire::http::header(name, value).map(|_| ())
 }
 
 /// Why a run could not take place (exit code 2).

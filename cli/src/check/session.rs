@@ -60,7 +60,7 @@ impl Session {
     pub async fn open(options: &Options, command: &[OsString]) -> Result<Session, Unreachable> {
         let (client, shown) = match &options.url {
             Some(url) => {
-                let client = Client::connect(url, request_timeout(options))
+                let client = Client::connect(url, request_timeout(options), &options.headers)
                     .map_err(|e| Unreachable(format!("cannot use {e}")))?;
                 (client, url.clone())
             }

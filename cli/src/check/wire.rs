@@ -123,10 +123,15 @@ impl Client {
         stdio::Stdio::spawn(command).map(|c| Client::Stdio(Box::new(c)))
     }
 
-    /// A client of the Streamable HTTP endpoint at `url` (`http://` only); a request's POST
-    /// and the reading of its answer last at most `request_timeout`.
-    pub fn connect(url: &str, request_timeout: Duration) -> io::Result<Client> {
-        http::Http::new(url, request_timeout).map(Client::Http)
+    /// A client of the Streamable HTTP endpoint at `url` (`http://` only) that sends `headers`
+    /// with every request; a request's POST and the reading of its answer last at most
+    /// `request_timeout`.
+    pub fn connect(
+        url: &str,
+        request_timeout: Duration,
+        headers: &[(String, String)],
+    ) -> io::Result<Client> {
+        http::Http::new(url, request_timeout, headers).map(Client::Http)
     }
 
     fn routes(&self) -> MutexGuard<'_, Routes> {

@@ -105,10 +105,25 @@ fn header_value(text: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!("=?base64?{encoded}?=")).ok()
 }
 
+/// `name: value` as a header, or why it cannot be one.
+pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("`{name}` is not a header name"))?;
+    let mut value = HeaderValue::from_str(value)
+        .map_err(|_| format!("the value of `{name}` cannot be sent as a header"))?;
+    value.set_sensitive(true);
+    Ok((name, value))
+}
+
 impl Http {
-    /// A client of `url`; a request's POST and the reading of its answer last at most
-    /// `request_timeout`. Only `http://` URLs: this build has no TLS.
-    pub fn new(url: &str, request_timeout: Duration) -> io::Result<Http> {
+    /// A client of `url` that sends `headers` (such as `Authorization`) with every request; a
+    /// request's POST and the reading of its answer last at most `request_timeout`. Only
+    /// `http://` URLs: this build has no TLS.
+    pub fn new(
+        url: &str,
+        request_timeout: Duration,
+        headers: &[(String, String)],
+    ) -> io::Result<Http> {
         let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
         let parsed = reqwest::Url::parse(url).map_err(|e| invalid(format!("`{url}`: {e}")))?;
         if parsed.scheme() != "http" {
@@ -116,7 +131,13 @@ impl Http {
                 "`{url}`: only http:// URLs are supported (this build has no TLS)"
             )));
         }
+        let mut defaults = HeaderMap::new();
+        for (name, value) in headers {
+            let (name, value) = header(name, value).map_err(invalid)?;
+            defaults.append(name, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(defaults)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(NOTIFY_TIMEOUT)
@@ -530,9 +551,11 @@ mod tests {
     #[test]
     fn only_http_urls() {
         let timeout = Duration::from_secs(1);
-        let https = Http::new("https://127.0.0.1/mcp", timeout).err().unwrap();
+        let https = Http::new("https://127.0.0.1/mcp", timeout, &[])
+            .err()
+            .unwrap();
         assert!(https.to_string().contains("only http://"), "{https}");
-        assert!(Http::new("not a url", timeout).is_err());
-        assert!(Http::new("http://127.0.0.1:1/mcp", timeout).is_ok());
+        assert!(Http::new("not a url", timeout, &[]).is_err());
+        assert!(Http::new("http://127.0.0.1:1/mcp", timeout, &[]).is_ok());
     }
 }

@@ -1,0 +1,121 @@
+//! `cancelkit check mcp --url` against the gateway's `/mcp`, as an operator would run it: the
+//! cancelkit command (built from `cli/`) with the caller's token in `--header`, at 2026-07-28
+//! (a closed response stream is the cancel) and at 2025-11-25 (a POSTed
+//! `notifications/cancelled`). Every cancellation check passes, and the demo upstream behind
+//! the gateway logs every cancelled `sleep` as stopped.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Gateway, token};
+
+/// Runs the check at `revision` against `gateway` as alice; the report.
+fn check(gateway: &Gateway, revision: &str) -> Value {
+    let cancelkit = cancelkit_tests::package_binary("cancelkit-cli", "cancelkit");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = Command::new(cancelkit)
+        .args(["check", "mcp", "--url", &gateway.url("/mcp")])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", token("alice")),
+        ])
+        .args(["--revision", revision, "--timeout", "3"])
+        .args(["--tool", "demo-sleep", "--args", r#"{"seconds": 2}"#])
+        .args([
+            "--fast-tool",
+            "demo-echo",
+            "--fast-args",
+            r#"{"text": "x"}"#,
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let shown = format!(
+        "exit {:?}\n{}\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// The ids of the checks with `result`.
+fn with(report: &Value, result: &str) -> Vec<String> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["result"] == result)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Every `mcp.cancel.*` check passed (and `initialize_id` where the revision has one).
+fn every_cancel_check_passed(report: &Value, has_initialize: bool) {
+    let passed = with(report, "pass");
+    let mut expected = vec![
+        "mcp.cancel.no_response",
+        "mcp.cancel.keeps_serving",
+        "mcp.cancel.unknown_id",
+        "mcp.cancel.completed_id",
+        "mcp.cancel.initialize_id",
+        "mcp.cancel.malformed",
+        "mcp.cancel.id_types",
+        "mcp.cancel.parallel.others_answered",
+        "mcp.cancel.parallel.cancelled_silent",
+        "mcp.cancel.responsiveness",
+    ];
+    if !has_initialize {
+        expected.retain(|id| *id != "mcp.cancel.initialize_id");
+    }
+    for id in expected {
+        assert!(
+            passed.iter().any(|p| p == id),
+            "{id} did not pass: {report:#}"
+        );
+    }
+    assert!(with(report, "fail").is_empty(), "{report:#}");
+}
+
+/// The cancelled sleeps the demo upstream logged as stopped.
+fn stopped(gateway: &Gateway) -> usize {
+    gateway.count_stderr("cancelled tools/call sleep")
+}
+
+#[test]
+fn the_gateway_passes_at_2026_07_28() {
+    let gateway = Gateway::start();
+    let report = check(&gateway, "2026-07-28");
+    assert_eq!(report["revision"], "2026-07-28");
+    every_cancel_check_passed(&report, false);
+    // the gateway relays subscriptions/listen to no upstream, and cancels nothing of its own
+    let passed = with(&report, "pass");
+    assert!(passed.contains(&"mcp.subscriptions.server_cancels_only_listen".to_owned()));
+    // 1 in flight, "1" of the id pair, 50 of the parallel ones and 20 in the responsiveness
+    // loop: each closed stream stopped its sleep behind the gateway
+    gateway.wait_for_stderr("cancelled tools/call sleep", Duration::from_secs(5));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while stopped(&gateway) < 72 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(stopped(&gateway) >= 72, "{}", gateway.stderr());
+}
+
+#[test]
+fn the_gateway_passes_at_2025_11_25() {
+    let gateway = Gateway::start();
+    let report = check(&gateway, "2025-11-25");
+    assert_eq!(report["revision"], "2025-11-25");
+    every_cancel_check_passed(&report, true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while stopped(&gateway) < 72 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(stopped(&gateway) >= 72, "{}", gateway.stderr());
+}
