@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::wire::{Client, Pending};
-use super::{Evidence, Unreachable};
+use super::{Evidence, Unreachable, shown};
 
 /// The ACP protocol version the check speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -66,15 +66,6 @@ pub fn initialize_params() -> Value {
         },
         "clientInfo": {"name": "cancelkit-check", "version": env!("CARGO_PKG_VERSION")}
     })
-}
-
-/// The command line as one string, for messages.
-pub fn shown(command: &[OsString]) -> String {
-    command
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 impl AcpSession {

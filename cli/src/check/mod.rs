@@ -131,6 +131,15 @@ pub(crate) fn check(
     }
 }
 
+/// The command line as one string, for messages.
+pub(crate) fn shown(command: &[OsString]) -> String {
+    command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `pass` if `ok`, else `fail`.
 pub(crate) fn pass_if(ok: bool) -> Outcome {
     if ok { Outcome::Pass } else { Outcome::Fail }

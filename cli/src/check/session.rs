@@ -65,11 +65,7 @@ impl Session {
                 (client, url.clone())
             }
             None => {
-                let shown = command
-                    .iter()
-                    .map(|a| a.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join(" ");
+                let shown = super::shown(command);
                 let client = Client::spawn(command)
                     .map_err(|e| Unreachable(format!("cannot start `{shown}`: {e}")))?;
                 (client, shown)
