@@ -53,6 +53,17 @@ pub(crate) fn definition_items(
     Ok(tokens)
 }
 
+/// `PROTOCOL_VERSION`, from the file's `x-protocol-version`.
+pub(crate) fn protocol_version(file: &SchemaFile) -> TokenStream {
+    match file.protocol_version() {
+        Some(version) => quote! {
+            /// The protocol revision this module describes, as it travels on the wire.
+            pub const PROTOCOL_VERSION: &str = #version;
+        },
+        None => TokenStream::new(),
+    }
+}
+
 /// `METHODS` and `CANCEL_METHODS`: the module's message table, sorted and de-duplicated.
 pub(crate) fn method_tables(file: &SchemaFile) -> TokenStream {
     let mut all = std::collections::BTreeSet::new();

@@ -6,6 +6,7 @@
 //!
 //! - per-definition method constants and per-module method tables, taken from the `x-method` and
 //!   `x-cancel` keywords;
+//! - a module's `PROTOCOL_VERSION` constant, from the file's top-level `x-protocol-version`;
 //! - a `RequestId` (`x-codegen: "request-id"`) that is `Eq + Hash + Ord + Display` and converts
 //!   from integers and strings;
 //! - an `ErrorCode` (`x-codegen: "error-code"`) with one variant per named code, an `Other(i64)`

@@ -36,7 +36,14 @@ const KEYWORDS: &[&str] = &[
 ];
 
 /// Keywords allowed at the top of a schema file.
-const ROOT_KEYWORDS: &[&str] = &["$schema", "$id", "title", "description", "$defs"];
+const ROOT_KEYWORDS: &[&str] = &[
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "x-protocol-version",
+    "$defs",
+];
 
 const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
@@ -138,6 +145,12 @@ impl SchemaFile {
                 },
             }
         })
+    }
+
+    /// The file's `x-protocol-version`: the protocol revision string its module exports as
+    /// `PROTOCOL_VERSION`.
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.root.get("x-protocol-version").and_then(Value::as_str)
     }
 
     /// The module's doc comment: the file's `title` as a heading, then its `description`.
@@ -307,6 +320,14 @@ impl SchemaSet {
                     ),
                 ));
             }
+        }
+        if let Some(version) = root.get("x-protocol-version")
+            && !version.as_str().is_some_and(|v| !v.is_empty())
+        {
+            return Err(file.error(
+                "/x-protocol-version",
+                "`x-protocol-version` must be a non-empty string (the revision, such as \"2025-11-25\")",
+            ));
         }
         match root.get("$schema") {
             Some(Value::String(s)) if s == DRAFT_2020_12 => {}

@@ -77,6 +77,7 @@ pub(crate) fn module_tokens(
     for def in file.definitions() {
         tokens.extend(emit::definition_items(file, &def, options)?);
     }
+    tokens.extend(emit::protocol_version(file));
     tokens.extend(emit::method_tables(file));
     Ok(tokens)
 }

@@ -133,6 +133,31 @@ fn a_minimal_schema_generates() {
 }
 
 #[test]
+fn a_protocol_version_becomes_the_module_constant() {
+    let with = |version: &str| {
+        format!(
+            r#"{{"$schema": "https://json-schema.org/draft/2020-12/schema", "x-protocol-version": {version}, "$defs": {{}}}}"#
+        )
+    };
+    let files = generate_from(&[("demo.json", &with(r#""2030-01-01""#))]).unwrap();
+    assert!(
+        files[0]
+            .contents
+            .contains("pub const PROTOCOL_VERSION: &str = \"2030-01-01\";"),
+        "{}",
+        files[0].contents
+    );
+    let without = generate_from(&[("demo.json", &schema_with(""))]).unwrap();
+    assert!(!without[0].contents.contains("PROTOCOL_VERSION"));
+    for bad in [r#""""#, "7"] {
+        fails_with(
+            &[("demo.json", &with(bad))],
+            "schema/demo.json#/x-protocol-version: `x-protocol-version` must be a non-empty string",
+        );
+    }
+}
+
+#[test]
 fn invalid_json_names_file_line_and_column() {
     match generate_from(&[("demo.json", "{\n  \"$defs\": {,}\n}")]) {
         Err(Error::Json {

@@ -1,0 +1,21 @@
+//! MCP over HTTP without I/O: everything byte-level that cancelkit's runtime, gateway and CLI
+//! share, written once. No tokio, no HTTP client — the callers bring those, as they would to
+//! `httparse`.
+//!
+//! - [`sse`]: the one bounded `text/event-stream` parser (and writer).
+//! - [`headers`]: the `Mcp-*` headers of Streamable HTTP, their value encoding, the method →
+//!   header table, and the server's check of them.
+//! - [`meta`]: the 2026-07-28 `_meta` keys, with the client's stamp and the server's check.
+//! - [`McpRevision`]: the one list of MCP revisions.
+//! - [`chain`]: an error and its causes on one line.
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod headers;
+pub mod meta;
+mod revision;
+pub mod sse;
+
+pub use error::{Chain, chain};
+pub use revision::{McpRevision, UnknownRevision};
