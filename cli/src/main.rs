@@ -19,6 +19,7 @@ use std::time::Duration;
 use cancelkit_cli::check::acp::{AcpOptions, DEFAULT_PROMPT};
 use cancelkit_cli::check::{self, Options, Report, Unreachable};
 use cancelkit_cli::{trace, view};
+use cancelkit_wire::McpRevision;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
@@ -100,7 +101,7 @@ struct AcpArgs {
 #[derive(Debug, Args)]
 struct McpArgs {
     /// Speak this revision instead of negotiating the newest one the server speaks.
-    #[arg(long, value_parser = ["2024-11-05", "2025-11-25", "2026-07-28"])]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(McpRevision::VERSIONS))]
     revision: Option<String>,
     /// The slow tool, called and cancelled.
     #[arg(long, default_value = "sleep", value_name = "NAME")]

@@ -322,7 +322,7 @@ impl SchemaSet {
             }
         }
         if let Some(version) = root.get("x-protocol-version")
-            && !version.as_str().is_some_and(|v| !v.is_empty())
+            && version.as_str().is_none_or(str::is_empty)
         {
             return Err(file.error(
                 "/x-protocol-version",

@@ -103,13 +103,10 @@ impl App {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let version = if mcp::LEGACY_VERSIONS.contains(&asked) {
-            asked
-        } else {
-            mcp::LATEST_LEGACY
-        };
+        // Every legacy revision is answered as itself; one we do not know gets the newest.
+        let version = cancelkit::peer::McpRevision::answer_initialize(asked);
         json!({
-            "protocolVersion": version,
+            "protocolVersion": version.to_string(),
             "capabilities": {"tools": {"listChanged": false}},
             "serverInfo": server_info(),
         })

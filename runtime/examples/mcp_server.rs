@@ -19,6 +19,7 @@
 use std::time::{Duration, Instant};
 
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
+use cancelkit::wire::meta::SERVER_INFO;
 use cancelkit::{JsonRpcError, cancellable};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -33,12 +34,10 @@ struct Initialize {
 }
 
 async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcError> {
-    let version = match params.protocol_version.as_str() {
-        "2024-11-05" => "2024-11-05",
-        _ => "2025-11-25",
-    };
+    // Every legacy revision is answered as itself; one we do not know gets the newest.
+    let version = McpRevision::answer_initialize(&params.protocol_version);
     Ok(json!({
-        "protocolVersion": version,
+        "protocolVersion": version.to_string(),
         "capabilities": {"tools": {}},
         "serverInfo": server_info()
     }))
@@ -49,7 +48,7 @@ async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcEr
 async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
     Ok(json!({
         "capabilities": {"tools": {}},
-        "_meta": {"io.modelcontextprotocol/serverInfo": server_info()}
+        "_meta": {SERVER_INFO: server_info()}
     }))
 }
 

@@ -69,6 +69,9 @@ mod cancellable;
 
 pub use cancelkit_macros::cancellable;
 pub use cancelkit_protocol as protocol;
+/// MCP over HTTP without I/O: the SSE parser, the `Mcp-*` headers, the 2026-07-28 `_meta` keys
+/// and the list of revisions (the `cancelkit-wire` crate).
+pub use cancelkit_wire as wire;
 pub use cancelled::{CancelReason, Cancelled};
 pub use error::JsonRpcError;
 pub use scope::{

@@ -42,7 +42,9 @@ fn run_with(server: &str, client: &str, args: &[&str]) -> (String, String) {
 fn mcp_client_cancels_a_sleep_on_mcp_server() {
     let (stdout, stderr) = run_with("mcp_server", "mcp_client", &[]);
     assert!(
-        stdout.contains("discovered: server speaks [\"2026-07-28\",\"2025-11-25\",\"2024-11-05\"]"),
+        stdout.contains(
+            "discovered: server speaks [\"2026-07-28\",\"2025-11-25\",\"2025-06-18\",\"2025-03-26\",\"2024-11-05\"]"
+        ),
         "{stdout}"
     );
     assert_cancelled_and_still_serving(&stdout, &stderr);
@@ -56,6 +58,48 @@ fn mcp_client_cancels_a_sleep_on_mcp_server_after_a_legacy_initialize() {
         "{stdout}"
     );
     assert_cancelled_and_still_serving(&stdout, &stderr);
+}
+
+/// Every published legacy revision is negotiated as itself, and one the server does not know
+/// gets the newest legacy revision; each `initialize` on a connection of its own.
+#[test]
+fn mcp_server_answers_every_legacy_revision_as_itself() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let server = example("mcp_server");
+    for (asked, answered) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2099-01-01", "2025-11-25"),
+    ] {
+        let mut child = Command::new(&server)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", server.display()));
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"{asked}","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+        )
+        .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        drop(stdin);
+        let _ = child.kill();
+        let _ = child.wait();
+        let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            answer["result"]["protocolVersion"], answered,
+            "asked {asked}: {line}"
+        );
+    }
 }
 
 fn assert_cancelled_and_still_serving(stdout: &str, stderr: &str) {

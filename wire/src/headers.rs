@@ -37,6 +37,8 @@ pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 /// `Mcp-Name`: what the request acts on (2026-07-28).
 pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+/// The `Accept` of a client's POST: a JSON answer or an event stream.
+pub const ACCEPT_JSON_OR_SSE: &str = "application/json, text/event-stream";
 /// The prefix of the headers mirroring annotated tool arguments (2026-07-28).
 pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 /// The property-schema annotation naming an argument's header.

@@ -34,6 +34,8 @@ pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilitie
 pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// The `_meta` key identifying the server software (in results).
 pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// The `_meta` key naming a `subscriptions/listen` stream's subscription.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The tasks extension's identifier, in `capabilities.extensions`.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
@@ -65,7 +67,7 @@ impl<'a> Stamp<'a> {
 }
 
 fn latest() -> &'static str {
-    McpRevision::V2026_07_28.as_str().unwrap_or_default()
+    McpRevision::V2026_07_28.text()
 }
 
 /// What [`stamp`] does with what is already there.

@@ -59,6 +59,15 @@ impl McpRevision {
         McpRevision::V2024_11_05,
     ];
 
+    /// The version strings of [`McpRevision::PUBLISHED`], in the same order.
+    pub const VERSIONS: [&'static str; 5] = [
+        McpRevision::PUBLISHED[0].text(),
+        McpRevision::PUBLISHED[1].text(),
+        McpRevision::PUBLISHED[2].text(),
+        McpRevision::PUBLISHED[3].text(),
+        McpRevision::PUBLISHED[4].text(),
+    ];
+
     /// The newest revision.
     pub const LATEST: McpRevision = McpRevision::V2026_07_28;
 
@@ -75,6 +84,14 @@ impl McpRevision {
             McpRevision::V2025_11_25 => Some(v2025_11_25::PROTOCOL_VERSION),
             McpRevision::V2026_07_28 => Some(v2026_07_28::PROTOCOL_VERSION),
             McpRevision::Negotiated => None,
+        }
+    }
+
+    /// The revision's version string, `""` for [`McpRevision::Negotiated`] (for constants).
+    pub const fn text(self) -> &'static str {
+        match self.as_str() {
+            Some(version) => version,
+            None => "",
         }
     }
 

@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
+use cancelkit_wire::McpRevision;
 use serde_json::{Value, json};
 
 use super::session::Session;
@@ -11,10 +12,10 @@ use super::wire::Pending;
 use super::{Check, Evidence, Options, Outcome, Report, Unreachable, Word, check, pass_if};
 use super::{subscriptions, tasks};
 
-/// All three revisions.
-const ALL: &[&str] = &["2024-11-05", "2025-11-25", "2026-07-28"];
-/// The revisions with the `initialize` handshake.
-const LEGACY: &[&str] = &["2024-11-05", "2025-11-25"];
+/// Every published revision.
+const ALL: &[&str] = &McpRevision::VERSIONS;
+/// The revisions with the `initialize` handshake (all but the newest).
+const LEGACY: &[&str] = McpRevision::VERSIONS.split_at(1).1;
 
 pub(super) const NO_RESPONSE: &str = "MCP cancellation: the receiver should stop the work and send no response for the cancelled request";
 pub(super) const ANSWERED: &str = "JSON-RPC 2.0: the server must reply to every request";

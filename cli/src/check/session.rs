@@ -5,21 +5,17 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use cancelkit_wire::McpRevision;
+use cancelkit_wire::meta::{CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
 use super::wire::{Client, Pending};
 use super::{Evidence, Options, Unreachable};
 
 /// The revision without a handshake.
-pub const V2026: &str = "2026-07-28";
+pub const V2026: &str = McpRevision::V2026_07_28.text();
 /// The legacy revision tried when `server/discover` gets no 2026-07-28 answer.
-pub const V2025: &str = "2025-11-25";
-/// The `_meta` key naming a 2026-07-28 request's protocol version.
-const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// The `_meta` key holding the client's capabilities for one 2026-07-28 request.
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// The `_meta` key identifying the client.
-const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const V2025: &str = McpRevision::LATEST_LEGACY.text();
 
 /// A started server, after the handshake.
 pub struct Session {

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use cancelkit_wire::McpRevision;
 use serde_json::{Value, json};
 
 use super::mcp::{NO_RESPONSE, QUIET};
@@ -18,9 +19,9 @@ use super::{Check, Evidence, Outcome, Word};
 use super::{check, pass_if};
 
 /// The revision with `subscriptions/listen`.
-const R2026: &[&str] = &["2026-07-28"];
+const R2026: &[&str] = &[McpRevision::V2026_07_28.text()];
 /// The `_meta` key naming the subscription a frame belongs to.
-const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+use cancelkit_wire::meta::SUBSCRIPTION_ID;
 /// How often the frames are looked at while waiting for the acknowledgement.
 const LOOK: Duration = Duration::from_millis(20);
 

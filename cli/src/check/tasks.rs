@@ -17,6 +17,7 @@
 
 use std::time::{Duration, Instant};
 
+use cancelkit_wire::McpRevision;
 use serde_json::{Value, json};
 
 use super::mcp::SETTLE;
@@ -25,11 +26,11 @@ use super::{Check, Evidence, Outcome, Word};
 use super::{check, pass_if};
 
 /// The revision of the `params.task` form.
-const R2025: &[&str] = &["2025-11-25"];
+const R2025: &[&str] = &[McpRevision::V2025_11_25.text()];
 /// The revision of the tasks extension.
-const R2026: &[&str] = &["2026-07-28"];
+const R2026: &[&str] = &[McpRevision::V2026_07_28.text()];
 /// The extension's identifier.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub use cancelkit_wire::meta::TASKS_EXTENSION;
 /// The `ttl` asked for, in milliseconds.
 const TTL_MS: u64 = 60_000;
 /// How often `tasks/get` is asked while waiting for a terminal status.
@@ -219,7 +220,7 @@ async fn legacy(s: &mut Session, checks: &mut Vec<Check>) {
 /// Params that declare the tasks extension in this request's client capabilities.
 fn declaring(mut params: Value) -> Value {
     let capabilities = json!({ "extensions": { TASKS_EXTENSION: {} } });
-    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    params["_meta"][cancelkit_wire::meta::CLIENT_CAPABILITIES] = capabilities;
     params
 }
 

@@ -10,7 +10,6 @@
 //! and an event are bounded.
 
 pub mod http;
-pub mod sse;
 pub mod stdio;
 
 use std::collections::{HashMap, VecDeque};

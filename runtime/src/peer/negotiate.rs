@@ -81,20 +81,24 @@ impl PeerHandle {
                 }
             }
         }
+        // A client fixed to a legacy revision asks for it; any other asks for the newest.
         let asked = match configured {
-            McpRevision::V2024_11_05 => "2024-11-05",
-            _ => "2025-11-25",
+            McpRevision::Negotiated | McpRevision::V2026_07_28 => McpRevision::LATEST_LEGACY,
+            legacy => legacy,
         };
         let params = json!({
-            "protocolVersion": asked,
+            "protocolVersion": asked.as_str(),
             "capabilities": rules.mcp.client.capabilities,
             "clientInfo": client_info,
         });
         let server: Value = self.request(INITIALIZE, params).await?;
-        let revision = match server.get("protocolVersion").and_then(Value::as_str) {
-            Some("2024-11-05") => McpRevision::V2024_11_05,
-            _ => McpRevision::V2025_11_25,
-        };
+        // The revision the server chose; one it made up is taken as the newest legacy one.
+        let revision = server
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .and_then(McpRevision::parse)
+            .filter(|r| r.has_initialize())
+            .unwrap_or(McpRevision::LATEST_LEGACY);
         era.choose(revision);
         self.notify("notifications/initialized", json!({})).await?;
         Ok(Negotiated {
@@ -117,11 +121,7 @@ impl PeerHandle {
         let mut params = json!({});
         rules.mcp.client.stamp(&mut params);
         let result: Value = self.request(DISCOVER, params).timeout(timeout).await?;
-        let speaks = result
-            .get("supportedVersions")
-            .and_then(Value::as_array)
-            .is_some_and(|versions| versions.iter().any(|v| v == "2026-07-28"));
-        if speaks {
+        if cancelkit_wire::meta::discover_lists(&result, McpRevision::V2026_07_28) {
             Ok(result)
         } else {
             Err(RequestError::NotAllowed(format!(

@@ -25,14 +25,16 @@ use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use base64::Engine as _;
+use cancelkit_wire::headers::{
+    ACCEPT_JSON_OR_SSE, MCP_METHOD, MCP_NAME, PROTOCOL_VERSION, SESSION_ID, routing,
+};
+use cancelkit_wire::{McpRevision, chain, meta, sse};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use super::sse::Parser;
 use super::{MAX_LINE, MAX_PENDING, Pending, Shared, id_key, lock};
 
 /// How long a notification's POST (and a session's DELETE) may take.
@@ -40,14 +42,10 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How much of an error body is read and quoted.
 const ERROR_BODY: usize = 2048;
 /// The `_meta` key naming a 2026-07-28 request's revision.
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// The first revision with per-request routing headers and no session.
-const STATELESS: &str = "2026-07-28";
-
-const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const META_VERSION: &str = meta::PROTOCOL_VERSION;
+/// The first revision with per-request routing headers and no session (versions are dates,
+/// so a later one compares greater).
+const STATELESS: &str = McpRevision::V2026_07_28.text();
 
 /// What the request tasks and the client share besides the routes.
 #[derive(Default)]
@@ -76,33 +74,6 @@ pub struct Http {
 
 fn locked(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// An error and its sources, on one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// A header value for `text`, wrapped as `=?base64?...?=` when it cannot travel as it is.
-fn header_value(text: &str) -> Option<HeaderValue> {
-    let plain = !text.is_empty()
-        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && text.trim() == text
-        && !text.starts_with("=?base64?");
-    if plain {
-        return HeaderValue::from_str(text).ok();
-    }
-    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
-    HeaderValue::from_str(&format!("=?base64?{encoded}?=")).ok()
 }
 
 /// `name: value` as a header, or why it cannot be one.
@@ -142,7 +113,7 @@ impl Http {
             .no_proxy()
             .connect_timeout(NOTIFY_TIMEOUT)
             .build()
-            .map_err(|e| io::Error::other(chain(&e)))?;
+            .map_err(|e| io::Error::other(chain(&e).to_string()))?;
         Ok(Http {
             url: url.into(),
             http,
@@ -173,10 +144,7 @@ impl Http {
         let stamped = frame["params"]["_meta"][META_VERSION].as_str();
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
+        headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_JSON_OR_SSE));
         let version = {
             let mut state = locked(&self.state);
             if method == "initialize" {
@@ -204,16 +172,9 @@ impl Http {
 
     /// `Mcp-Method`, and `Mcp-Name` for the methods that act on a named thing.
     fn routing_headers(&self, method: &str, params: &Value, headers: &mut HeaderMap) {
-        if let Some(value) = header_value(method) {
-            headers.insert(MCP_METHOD, value);
-        }
-        let key = match method {
-            "tools/call" | "prompts/get" => "name",
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-            _ => return,
-        };
-        if let Some(value) = params[key].as_str().and_then(header_value) {
-            headers.insert(MCP_NAME, value);
+        for (name, value) in routing(method, params) {
+            debug_assert!(name == MCP_METHOD || name == MCP_NAME);
+            headers.insert(name, value);
         }
     }
 
@@ -353,7 +314,7 @@ fn is_sse(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+        .is_some_and(|v| v.trim_start().starts_with(sse::CONTENT_TYPE))
 }
 
 /// At most [`ERROR_BODY`] characters of `text`, on one line.
@@ -371,7 +332,7 @@ async fn read_body(mut response: reqwest::Response, limit: usize) -> io::Result<
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| io::Error::other(chain(&e)))?
+        .map_err(|e| io::Error::other(chain(&e).to_string()))?
     {
         if body.len() + chunk.len() > limit {
             return Err(io::Error::other(format!("a body exceeds {limit} bytes")));
@@ -504,7 +465,7 @@ impl Reader {
 
     /// Routes each event's message until the stream ends or its request's response came.
     async fn sse(&mut self, mut response: reqwest::Response) -> Result<(), String> {
-        let mut parser = Parser::new(MAX_LINE);
+        let mut parser = sse::Parser::new(sse::Limits::new(MAX_LINE));
         let mut events = Vec::new();
         loop {
             let chunk = match response.chunk().await {
@@ -515,7 +476,7 @@ impl Reader {
             parser
                 .feed(&chunk, &mut events)
                 .map_err(|e| e.to_string())?;
-            for data in events.drain(..) {
+            for sse::Event { data, .. } in events.drain(..) {
                 if data.trim().is_empty() {
                     continue; // a priming event, or a keep-alive
                 }
@@ -540,13 +501,6 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_values_that_cannot_travel_are_wrapped() {
-        assert_eq!(header_value("tools/call").unwrap(), "tools/call");
-        assert_eq!(header_value("héllo").unwrap(), "=?base64?aMOpbGxv?=");
-        assert_eq!(header_value(" x").unwrap(), "=?base64?IHg=?=");
-    }
 
     #[test]
     fn only_http_urls() {

@@ -22,11 +22,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use cancelkit::JsonRpcError;
+use cancelkit::peer::McpRevision;
 use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
+use cancelkit::wire::headers;
+use cancelkit::wire::meta::{
+    CLIENT_CAPABILITIES as CLIENT_CAPABILITIES_META, PROTOCOL_VERSION as PROTOCOL_VERSION_META,
+    SERVER_INFO, unsupported_version_data,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -40,16 +46,10 @@ pub use session::Sessions;
 use session::{Session, TooManySessions};
 use stream::CallStream;
 
-/// The header naming a 2025-11-25 session.
-pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The header naming a legacy session.
+const SESSION_HEADER: HeaderName = headers::SESSION_ID;
 /// The MCP 2026-07-28 revision.
-pub const V2026: &str = "2026-07-28";
-/// The legacy revisions `initialize` accepts.
-pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-/// The legacy revision offered when a client asks for one we do not know.
-pub const LATEST_LEGACY: &str = "2025-11-25";
-const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+const V2026: &str = McpRevision::V2026_07_28.text();
 
 /// The era of one POST.
 enum Era {
@@ -180,7 +180,8 @@ fn stamped_version(params: &Value) -> Option<&Value> {
 
 fn initialize(app: &App, caller: &Caller, id: &RequestId, params: &Value) -> Response {
     let result = app.initialize_result(params);
-    let version = result["protocolVersion"].as_str().unwrap_or(LATEST_LEGACY);
+    let latest = McpRevision::LATEST_LEGACY.as_str().unwrap_or_default();
+    let version = result["protocolVersion"].as_str().unwrap_or(latest);
     match app.sessions.create(&caller.sub, version) {
         Ok(session) => {
             let mut response = json_response(StatusCode::OK, ok_response(id, result));
@@ -266,7 +267,7 @@ async fn request_2026(
         Some(Value::String(v)) if v == V2026 => {}
         Some(Value::String(v)) => {
             let error = JsonRpcError::new(ErrorCode::from(-32022), "Unsupported protocol version")
-                .with_data(json!({"requested": v, "supported": [V2026]}));
+                .with_data(unsupported_version_data(v, &[V2026]));
             return rpc_error(StatusCode::BAD_REQUEST, Some(&id), error);
         }
         _ if method == "server/discover" => {}
@@ -304,7 +305,7 @@ async fn request_2026(
                     "capabilities": {"tools": {"listChanged": false}},
                     "ttlMs": 0,
                     "cacheScope": "private",
-                    "_meta": {"io.modelcontextprotocol/serverInfo": server_info()},
+                    "_meta": {SERVER_INFO: server_info()},
                 }),
             )),
         ),

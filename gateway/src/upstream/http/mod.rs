@@ -52,8 +52,6 @@
 //! answered, any other server request gets -32601.
 
 mod cancel;
-mod headers;
-mod sse;
 mod wire;
 
 use cancel::{CancelOnDrop, InFlight};
@@ -65,7 +63,10 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use cancelkit::JsonRpcError;
+use cancelkit::peer::McpRevision;
 use cancelkit::protocol::jsonrpc::{ErrorCode, ErrorObject};
+use cancelkit::wire::headers::{self, PROTOCOL_VERSION, SESSION_ID};
+use cancelkit::wire::{chain, meta, sse};
 use futures_util::{FutureExt, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -91,18 +92,16 @@ pub const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 /// How much of an error answer's body is read (to find a JSON-RPC error in it).
 const ERROR_BODY_LIMIT: usize = 64 << 10;
 /// HeaderMismatch (2026-07-28): the HTTP headers disagree with the body, or lack one.
-const HEADER_MISMATCH: i64 = -32020;
+const HEADER_MISMATCH: i64 = headers::HEADER_MISMATCH;
 /// How many `tools/list` pages are followed.
 const MAX_TOOL_PAGES: usize = 100;
 
-const V2026: &str = "2026-07-28";
-const V2025: &str = "2025-11-25";
-const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// The revision spoken when the upstream answers `server/discover`.
+const V2026: McpRevision = McpRevision::V2026_07_28;
 const DEFAULT_REASON: &str = "cancelled by the gateway";
+
+/// For each tool, the arguments mirrored into `Mcp-Param-*` headers.
+type ParamHeaders = std::collections::HashMap<String, Vec<headers::ParamHeader>>;
 
 /// A Streamable HTTP upstream.
 pub struct HttpUpstream {
@@ -115,7 +114,7 @@ pub struct HttpUpstream {
     next_id: AtomicI64,
     in_flight: Arc<Semaphore>,
     /// The `x-mcp-header` annotations of the tools last listed (2026-07-28).
-    param_headers: std::sync::Mutex<headers::ParamHeaders>,
+    param_headers: std::sync::Mutex<ParamHeaders>,
 }
 
 impl fmt::Debug for HttpUpstream {
@@ -381,7 +380,7 @@ impl HttpUpstream {
         }
     }
 
-    fn annotations_of(&self, tool: &str) -> Option<Vec<(Vec<String>, String)>> {
+    fn annotations_of(&self, tool: &str) -> Option<Vec<headers::ParamHeader>> {
         self.param_headers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -472,7 +471,12 @@ impl HttpUpstream {
             let id = self.next_id();
             let mut params = Value::Object(params.clone());
             if progress.is_some() {
-                meta(&mut params).insert("progressToken".into(), id.into());
+                // Our own id is the token; a `_meta` that is not an object is replaced.
+                let meta = &mut params["_meta"];
+                if !meta.is_object() {
+                    *meta = json!({});
+                }
+                meta["progressToken"] = id.into();
             }
             let mut extra = Vec::new();
             if matches!(connection.era, Era::V2026) {
@@ -589,7 +593,7 @@ impl HttpUpstream {
         let message =
             json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": params});
         match exchange(endpoint, &modern, id, &message, extra, None, None).await {
-            Ok(answer) if lists_2026(answer.result.get("supportedVersions")) => {
+            Ok(answer) if lists_2026(&answer.result) => {
                 tracing::info!(upstream = self.name, "the upstream speaks MCP {V2026}");
                 return Ok(modern);
             }
@@ -624,7 +628,7 @@ impl HttpUpstream {
             "jsonrpc": "2.0",
             "id": id,
             "method": "initialize",
-            "params": {"protocolVersion": V2025, "capabilities": {}, "clientInfo": client_info()},
+            "params": {"protocolVersion": McpRevision::LATEST_LEGACY.as_str(), "capabilities": {}, "clientInfo": client_info()},
         });
         let answer = exchange(endpoint, &legacy, id, &message, Vec::new(), None, None)
             .await
@@ -633,7 +637,7 @@ impl HttpUpstream {
             .result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .unwrap_or(V2025);
+            .unwrap_or(McpRevision::LATEST_LEGACY.as_str().unwrap_or_default());
         let connection = Connection {
             era: Era::Legacy {
                 version: HeaderValue::from_str(version).ok(),
@@ -664,11 +668,11 @@ mod tests {
         let mut params = json!({"name": "echo", "_meta": {"progressToken": 3}});
         stamp(&mut params);
         assert_eq!(params["_meta"]["progressToken"], 3);
-        assert_eq!(params["_meta"][META_VERSION], V2026);
-        assert_eq!(params["_meta"][META_CAPABILITIES], json!({}));
+        assert_eq!(params["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(params["_meta"][meta::CLIENT_CAPABILITIES], json!({}));
         let mut params = json!({"_meta": [1]});
         stamp(&mut params);
-        assert_eq!(params["_meta"][META_VERSION], V2026);
+        assert_eq!(params["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
     }
 
     #[test]

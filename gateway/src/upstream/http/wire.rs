@@ -8,48 +8,16 @@ pub(super) fn client_info() -> Value {
     json!({"name": "cancelkit-gateway", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// `params._meta`, made an object if it was not.
-pub(super) fn meta(params: &mut Value) -> &mut Map<String, Value> {
-    if !params.is_object() {
-        *params = Value::Object(Map::new());
-    }
-    let object = params.as_object_mut().expect("made an object above");
-    let meta = object
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    meta.as_object_mut().expect("made an object above")
-}
-
-/// Stamps a 2026-07-28 request: version, capabilities (none) and client info in `_meta`.
+/// Stamps a 2026-07-28 request: version, capabilities (none) and client info in `_meta`,
+/// over whatever the caller's params held there.
 pub(super) fn stamp(params: &mut Value) {
-    let meta = meta(params);
-    meta.insert(META_VERSION.into(), V2026.into());
-    meta.insert(META_CAPABILITIES.into(), json!({}));
-    meta.insert(META_CLIENT_INFO.into(), client_info());
+    let (capabilities, info) = (json!({}), client_info());
+    let stamp = meta::Stamp::new(&capabilities).with_info(Some(&info));
+    meta::stamp(params, &stamp, meta::Existing::Replace);
 }
 
-pub(super) fn lists_2026(versions: Option<&Value>) -> bool {
-    versions
-        .and_then(Value::as_array)
-        .is_some_and(|versions| versions.iter().any(|v| v == V2026))
-}
-
-/// An error and its sources, on one line.
-pub(super) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
+pub(super) fn lists_2026(result: &Value) -> bool {
+    meta::discover_lists(result, V2026)
 }
 
 /// The POST carrying `message`, with the headers the era asks for.
@@ -63,11 +31,11 @@ pub(super) fn post(
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
         ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
+        HeaderValue::from_static(headers::ACCEPT_JSON_OR_SSE),
     );
     match &connection.era {
         Era::V2026 => {
-            headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(V2026));
+            headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(V2026.text()));
         }
         Era::Legacy { version, session } => {
             if let Some(version) = version {
@@ -105,7 +73,7 @@ pub(super) async fn notify(
     let response = post(endpoint, connection, message, Vec::new())
         .send()
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| chain(&e).to_string())?;
     let status = response.status();
     // Read the (empty or small) body so the connection can be used again.
     let _ = read_body(response, ERROR_BODY_LIMIT, true).await;
@@ -179,7 +147,7 @@ pub(super) async fn exchange(
         .is_some_and(|v| {
             v.split(';')
                 .next()
-                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/event-stream"))
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(sse::CONTENT_TYPE))
         });
     let reader = Reader {
         endpoint,
@@ -249,7 +217,7 @@ impl Reader<'_> {
     /// Reads SSE events until the response to `id`.
     pub(super) async fn sse(&self, response: reqwest::Response) -> Result<Value, Failure> {
         let mut stream = response.bytes_stream();
-        let mut parser = sse::Parser::new(MAX_MESSAGE_BYTES);
+        let mut parser = sse::Parser::new(sse::Limits::new(MAX_MESSAGE_BYTES));
         let mut events = Vec::new();
         loop {
             let chunk = match stream.next().await {

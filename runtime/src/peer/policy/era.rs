@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use cancelkit_protocol::jsonrpc::ErrorCode;
-use cancelkit_protocol::mcp::v2026_07_28 as v2026;
+use cancelkit_wire::meta::{self, CLIENT_CAPABILITIES};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -32,53 +32,27 @@ pub(crate) const CACHEABLE: [&str; 5] = [
 ];
 /// `ping`: legacy eras only.
 pub(crate) const PING: &str = "ping";
-/// The `_meta` key naming a request's protocol version.
-pub(crate) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// The `_meta` key holding the client's capabilities for one request.
-pub(crate) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// The `_meta` key identifying the client software.
-pub(crate) const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// The tasks extension's identifier, in `capabilities.extensions`.
-pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) use cancelkit_wire::meta::{PROTOCOL_VERSION, TASKS_EXTENSION};
 
-/// The revision strings, newest first.
-const V2026: &str = "2026-07-28";
-const V2025: &str = "2025-11-25";
-const V2024: &str = "2024-11-05";
+/// The version strings of every published revision, newest first.
+const PUBLISHED: [&str; 5] = McpRevision::VERSIONS;
 
-impl McpRevision {
-    /// The revision's date string (`None` for [`McpRevision::Negotiated`]).
-    pub fn as_str(self) -> Option<&'static str> {
-        match self {
-            McpRevision::V2024_11_05 => Some(V2024),
-            McpRevision::V2025_11_25 => Some(V2025),
-            McpRevision::V2026_07_28 => Some(V2026),
-            McpRevision::Negotiated => None,
-        }
-    }
+/// 2026-07-28, the revision without a handshake.
+const V2026: &str = McpRevision::V2026_07_28.text();
 
-    /// Whether the revision has the `initialize` handshake (everything before 2026-07-28).
-    pub fn has_initialize(self) -> bool {
-        !matches!(self, McpRevision::V2026_07_28)
-    }
+/// The index of a revision in [`McpRevision::PUBLISHED`] plus one, as the era's atomic holds
+/// it (0: undecided, or `Negotiated`).
+fn code(revision: McpRevision) -> u8 {
+    McpRevision::PUBLISHED
+        .iter()
+        .position(|r| *r == revision)
+        .map_or(0, |i| i as u8 + 1)
+}
 
-    fn code(self) -> u8 {
-        match self {
-            McpRevision::Negotiated => 0,
-            McpRevision::V2024_11_05 => 1,
-            McpRevision::V2025_11_25 => 2,
-            McpRevision::V2026_07_28 => 3,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<Self> {
-        match code {
-            1 => Some(McpRevision::V2024_11_05),
-            2 => Some(McpRevision::V2025_11_25),
-            3 => Some(McpRevision::V2026_07_28),
-            _ => None,
-        }
-    }
+fn from_code(code: u8) -> Option<McpRevision> {
+    McpRevision::PUBLISHED
+        .get(usize::from(code).checked_sub(1)?)
+        .copied()
 }
 
 /// Which side of an MCP connection we are, learned from the first request in either direction.
@@ -104,14 +78,14 @@ impl Era {
     pub(crate) fn new(configured: McpRevision) -> Self {
         Self {
             configured,
-            chosen: AtomicU8::new(configured.code()),
+            chosen: AtomicU8::new(code(configured)),
             role: AtomicU8::new(0),
         }
     }
 
     /// The revision in force, `None` while undecided.
     pub(crate) fn current(&self) -> Option<McpRevision> {
-        McpRevision::from_code(self.chosen.load(Ordering::Relaxed))
+        from_code(self.chosen.load(Ordering::Relaxed))
     }
 
     /// Whether the connection speaks 2026-07-28.
@@ -121,7 +95,7 @@ impl Era {
 
     /// Whether the connection may still speak 2025-11-25 (its tasks): decided so, or undecided.
     pub(crate) fn may_be_2025(&self) -> bool {
-        matches!(self.current(), None | Some(McpRevision::V2025_11_25))
+        self.current().is_none_or(McpRevision::has_tasks)
     }
 
     /// Decides a negotiated connection's era (the first decision wins).
@@ -129,7 +103,7 @@ impl Era {
         if self.configured == McpRevision::Negotiated {
             let _ = self.chosen.compare_exchange(
                 0,
-                revision.code(),
+                code(revision),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
@@ -138,11 +112,9 @@ impl Era {
 
     /// The versions this side speaks, newest first (for `server/discover` and -32022).
     pub(crate) fn supported(&self) -> &'static [&'static str] {
-        match self.configured {
-            McpRevision::Negotiated => &[V2026, V2025, V2024],
-            McpRevision::V2026_07_28 => &[V2026],
-            McpRevision::V2025_11_25 => &[V2025],
-            McpRevision::V2024_11_05 => &[V2024],
+        match usize::from(code(self.configured)).checked_sub(1) {
+            Some(i) => &PUBLISHED[i..=i],
+            None => &PUBLISHED,
         }
     }
 
@@ -163,7 +135,8 @@ impl Era {
     }
 
     /// On the reader, for a request of a connection still undecided: the era its first
-    /// telling message picks. `initialize` picks the legacy revision it names;
+    /// telling message picks. `initialize` picks the legacy revision it names (the newest
+    /// legacy revision for one it does not know, as servers answer);
     /// `server/discover` or any request stamped with a supported 2026-07-28 `_meta` picks
     /// 2026-07-28. Anything else (a `ping` before `initialize`, an unsupported version) leaves
     /// the connection undecided.
@@ -180,11 +153,7 @@ impl Era {
             let version = params
                 .and_then(|p| serde_json::from_str::<Initialize>(p.get()).ok())
                 .and_then(|i| i.version);
-            let revision = if version.as_deref() == Some(V2024) {
-                McpRevision::V2024_11_05
-            } else {
-                McpRevision::V2025_11_25
-            };
+            let revision = McpRevision::answer_initialize(version.as_deref().unwrap_or_default());
             tracing::debug!(?revision, "the client chose a legacy era with initialize");
             self.choose(revision);
         } else if read_meta(params).is_ok_and(|meta| meta.version == V2026) {
@@ -225,15 +194,11 @@ impl Era {
 
 /// Error -32022 for a version this side does not speak, with the ones it does.
 pub(crate) fn unsupported(requested: &str, supported: &[&str]) -> JsonRpcError {
-    let data = v2026::UnsupportedProtocolVersionData {
-        requested: requested.to_owned(),
-        supported: supported.iter().map(|s| (*s).to_owned()).collect(),
-    };
     JsonRpcError::new(
         ErrorCode::UnsupportedProtocolVersion,
         "Unsupported protocol version",
     )
-    .with_data(serde_json::to_value(data).unwrap_or(Value::Null))
+    .with_data(meta::unsupported_version_data(requested, supported))
 }
 
 /// Whether a request's `_meta` declares the tasks extension (so a 2026-07-28 `tools/call` may
@@ -243,61 +208,8 @@ pub(crate) fn declares_tasks(params: Option<&RawValue>) -> bool {
         && read_meta(params).is_ok_and(|meta| meta.declares_tasks)
 }
 
-/// What the runtime needs of a request's `_meta`.
-struct Meta<'a> {
-    version: Cow<'a, str>,
-    declares_tasks: bool,
-}
-
-fn read_meta(params: Option<&RawValue>) -> Result<Meta<'_>, String> {
-    // Each level is read raw and checked to be an object first: serde would otherwise read a
-    // struct from an array, by position.
-    #[derive(Deserialize)]
-    struct Params<'a> {
-        #[serde(rename = "_meta", borrow)]
-        meta: Option<&'a RawValue>,
-    }
-    #[derive(Deserialize)]
-    struct RawMeta<'a> {
-        // `Cow`: a string with an escape cannot be borrowed.
-        #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
-        version: Option<Cow<'a, str>>,
-        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
-        capabilities: Option<&'a RawValue>,
-    }
-    #[derive(Deserialize)]
-    struct Capabilities {
-        extensions: Option<Map<String, Value>>,
-    }
-    fn object<'a>(raw: &'a RawValue, what: &str) -> Result<&'a str, String> {
-        let text = raw.get();
-        if text.trim_start().starts_with('{') {
-            Ok(text)
-        } else {
-            Err(format!("{what} must be an object"))
-        }
-    }
-    let params = params.ok_or("the request has no params")?;
-    let parsed: Params =
-        serde_json::from_str(object(params, "params")?).map_err(|e| e.to_string())?;
-    let meta = parsed.meta.ok_or("`_meta` is missing")?;
-    let meta: RawMeta =
-        serde_json::from_str(object(meta, "`_meta`")?).map_err(|e| e.to_string())?;
-    let version = meta
-        .version
-        .ok_or_else(|| format!("`{PROTOCOL_VERSION}` is missing"))?;
-    let capabilities = meta
-        .capabilities
-        .ok_or_else(|| format!("`{CLIENT_CAPABILITIES}` is missing"))?;
-    let capabilities: Capabilities =
-        serde_json::from_str(object(capabilities, CLIENT_CAPABILITIES)?)
-            .map_err(|e| e.to_string())?;
-    Ok(Meta {
-        version,
-        declares_tasks: capabilities
-            .extensions
-            .is_some_and(|e| e.contains_key(TASKS_EXTENSION)),
-    })
+fn read_meta(params: Option<&RawValue>) -> Result<meta::Meta<'_>, meta::MetaError> {
+    meta::read(params)
 }
 
 /// What a 2026-07-28 client stamps on every request.
@@ -324,25 +236,9 @@ impl ClientMeta {
     /// Adds the protocol version and the client's capabilities (and info) to `params._meta`,
     /// keeping what the caller put there.
     pub(crate) fn stamp(&self, params: &mut Value) {
-        if params.is_null() {
-            *params = Value::Object(Map::new());
-        }
-        let Some(params) = params.as_object_mut() else {
-            return; // not an object: the server will refuse it, as it should
-        };
-        let meta = params
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        let Some(meta) = meta.as_object_mut() else {
-            return;
-        };
-        meta.entry(PROTOCOL_VERSION)
-            .or_insert_with(|| Value::String(V2026.to_owned()));
-        meta.entry(CLIENT_CAPABILITIES)
-            .or_insert_with(|| self.capabilities.clone());
-        if let Some(info) = self.info.as_ref().or(self.learned_info.get()) {
-            meta.entry(CLIENT_INFO).or_insert_with(|| info.clone());
-        }
+        let info = self.info.as_ref().or(self.learned_info.get());
+        let stamp = meta::Stamp::new(&self.capabilities).with_info(info);
+        meta::stamp(params, &stamp, meta::Existing::Keep);
     }
 }
 
@@ -507,7 +403,13 @@ mod tests {
         assert_eq!(future.code, ErrorCode::UnsupportedProtocolVersion);
         assert_eq!(
             future.data.unwrap()["supported"],
-            serde_json::json!(["2026-07-28", "2025-11-25", "2024-11-05"])
+            serde_json::json!([
+                "2026-07-28",
+                "2025-11-25",
+                "2025-06-18",
+                "2025-03-26",
+                "2024-11-05"
+            ])
         );
         let ping = era.check_request("ping", None).unwrap_err();
         assert_eq!(ping.code, ErrorCode::MethodNotFound);
@@ -519,48 +421,29 @@ mod tests {
     }
 
     #[test]
-    fn meta_is_read_only_from_objects_and_escaped_versions_are_read() {
-        let stamped = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
-        for by_position in [
-            format!("[{stamped}]"),
-            r#"{"_meta":["2026-07-28",{}]}"#.to_owned(),
-            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[{}]}}"#.to_owned(),
-        ] {
-            let why = read_meta(Some(&raw(&by_position))).err();
-            assert!(why.as_deref().is_some_and(|w| w.contains("must be an object")), "{by_position}: {why:?}");
+    fn every_legacy_revision_is_chosen_as_itself() {
+        for revision in McpRevision::legacy() {
+            let era = Era::new(McpRevision::Negotiated);
+            let params = format!(r#"{{"protocolVersion":"{revision}"}}"#);
+            era.detect("initialize", Some(&raw(&params)));
+            assert_eq!(era.current(), Some(revision));
+            assert_eq!(era.may_be_2025(), revision.has_tasks(), "{revision}");
         }
-        let escaped = raw(
-            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        let unknown = Era::new(McpRevision::Negotiated);
+        unknown.detect(
+            "initialize",
+            Some(&raw(r#"{"protocolVersion":"2099-01-01"}"#)),
         );
-        assert_eq!(read_meta(Some(&escaped)).unwrap().version, V2026);
-        let era = Era::new(McpRevision::Negotiated);
-        era.detect(
+        assert_eq!(unknown.current(), Some(McpRevision::LATEST_LEGACY));
+        let escaped = Era::new(McpRevision::Negotiated);
+        escaped.detect(
             "initialize",
             Some(&raw(r#"{"protocolVersion":"2024\u002d11-05"}"#)),
         );
-        assert_eq!(era.current(), Some(McpRevision::V2024_11_05));
-    }
-
-    #[test]
-    fn stamping_keeps_what_the_caller_wrote() {
-        let meta = ClientMeta {
-            capabilities: serde_json::json!({"sampling": {}}),
-            info: Some(serde_json::json!({"name": "c", "version": "1"})),
-            learned_info: std::sync::OnceLock::new(),
-        };
-        let mut params = serde_json::json!({"name": "x", "_meta": {"progressToken": 3}});
-        meta.stamp(&mut params);
+        assert_eq!(escaped.current(), Some(McpRevision::V2024_11_05));
         assert_eq!(
-            params,
-            serde_json::json!({"name": "x", "_meta": {
-                "progressToken": 3,
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
-                "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}
-            }})
+            Era::new(McpRevision::V2025_06_18).supported(),
+            ["2025-06-18"]
         );
-        let mut none = Value::Null;
-        meta.stamp(&mut none);
-        assert!(none["_meta"][PROTOCOL_VERSION].is_string());
     }
 }

@@ -27,27 +27,7 @@ use super::wire;
 /// `initialize`: never cancelled, in either direction.
 pub(crate) const INITIALIZE: &str = "initialize";
 
-/// An MCP protocol revision, or [`Negotiated`](McpRevision::Negotiated): whichever the other
-/// side speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum McpRevision {
-    /// 2024-11-05: `notifications/cancelled` with a required `requestId`.
-    V2024_11_05,
-    /// 2025-11-25: `requestId` optional in the schema (required for ordinary requests), tasks.
-    V2025_11_25,
-    /// 2026-07-28: no handshake (no `initialize`, no `ping`; servers answer `server/discover`
-    /// and every request carries its version and the client's capabilities in `_meta`, which a
-    /// client peer stamps and a server peer checks, answering -32022 for a version it does not
-    /// speak). Only the client cancels; a server sends `notifications/cancelled` only to end a
-    /// `subscriptions/listen` stream, and issues no requests: both are refused with a clear
-    /// error rather than sent. Tasks are the `io.modelcontextprotocol/tasks` extension.
-    V2026_07_28,
-    /// A server that speaks all three, choosing per connection from the first message:
-    /// `initialize` (2024-11-05 or 2025-11-25, as it names) or `server/discover` / a request
-    /// stamped with 2026-07-28 `_meta`. A client that asks the server with
-    /// [`PeerHandle::discover_or_initialize`](super::PeerHandle::discover_or_initialize).
-    Negotiated,
-}
+pub use cancelkit_wire::McpRevision;
 
 /// The protocol a [`Peer`](super::Peer) speaks, which decides its cancellation rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
