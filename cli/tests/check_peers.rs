@@ -161,6 +161,21 @@ fn cancelkits_mcp_server_holds_every_check_it_supports_at_each_revision() {
             fail: &[],
             na: &NA_2025,
         },
+        // The revisions between, each negotiated as itself (no tasks before 2025-11-25).
+        Today {
+            server_args: &[],
+            forced: Some("2025-06-18"),
+            revision: "2025-06-18",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
+        Today {
+            server_args: &[],
+            forced: Some("2025-03-26"),
+            revision: "2025-03-26",
+            fail: &[],
+            na: &NA_2025_NO_TASKS,
+        },
         Today {
             server_args: &[],
             forced: Some("2024-11-05"),
