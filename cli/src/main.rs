@@ -125,9 +125,14 @@ struct McpArgs {
     /// Only the MUST checks decide the exit code.
     #[arg(long)]
     musts_only: bool,
-    /// A running Streamable HTTP MCP server's endpoint (http:// only), instead of a command.
+    /// A running Streamable HTTP MCP server's endpoint (http:// or https://), instead of a
+    /// command.
     #[arg(long, value_name = "URL", value_parser = url_arg)]
     url: Option<String>,
+    /// With an https:// --url: also trust the certificates of this PEM CA file, beside the
+    /// platform's roots (and the file SSL_CERT_FILE names).
+    #[arg(long, value_name = "FILE", conflicts_with = "command")]
+    ca_file: Option<PathBuf>,
     /// A header sent with every HTTP request (with --url), as `Name: value`, such as
     /// `Authorization: Bearer TOKEN`; repeatable.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = header_arg, conflicts_with = "command")]
@@ -144,9 +149,8 @@ struct McpArgs {
 
 fn url_arg(text: &str) -> Result<String, String> {
     match text.split_once("://") {
-        Some(("http", rest)) if !rest.is_empty() => Ok(text.to_owned()),
-        Some(("https", _)) => Err("only http:// URLs are supported (this build has no TLS)".into()),
-        _ => Err("an http:// URL, such as http://127.0.0.1:8000/mcp".into()),
+        Some(("http" | "https", rest)) if !rest.is_empty() => Ok(text.to_owned()),
+        _ => Err("an http:// or https:// URL, such as http://127.0.0.1:8000/mcp".into()),
     }
 }
 
@@ -219,6 +223,7 @@ fn check_mcp(args: McpArgs) -> ExitCode {
     let options = Options {
         url: args.url,
         headers: args.headers,
+        ca_file: args.ca_file,
         revision: args.revision,
         tool: args.tool,
         args: args.args,

@@ -10,6 +10,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::serve::{ListenerExt, TapIo};
+use cancelkit::tls::TlsListener;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
@@ -161,8 +162,21 @@ impl App {
         let service = self
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
-        let server = axum::serve(no_delay(listener), service).with_graceful_shutdown(stop);
-        server.await?;
+        match self.config.tls.server.clone() {
+            Some(tls) => {
+                // TlsListener turns Nagle off itself; tap_io gives the peer's address to
+                // ConnectInfo.
+                let listener = TlsListener::new(listener, tls).tap_io(|_| {});
+                axum::serve(listener, service)
+                    .with_graceful_shutdown(stop)
+                    .await?;
+            }
+            None => {
+                axum::serve(no_delay(listener), service)
+                    .with_graceful_shutdown(stop)
+                    .await?;
+            }
+        }
         drained.cancelled().await;
         for upstream in self.upstreams.all() {
             upstream.shutdown(Duration::from_secs(2)).await;

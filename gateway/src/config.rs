@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -60,6 +61,9 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields)]
 struct File {
     listen: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca_file: Option<PathBuf>,
     tool_separator: Option<String>,
     worker_id: Option<String>,
     redis_url: Option<String>,
@@ -120,6 +124,8 @@ struct UpstreamFile {
 pub struct Config {
     /// Where the HTTP server listens.
     pub listen: SocketAddr,
+    /// TLS: what the gateway serves with, and what it trusts of its upstreams.
+    pub tls: Tls,
     /// Between an upstream's name and its tool's name in the exposed tool name.
     pub tool_separator: String,
     /// This worker's name (in run records and logs); defaults to a random one.
@@ -187,6 +193,18 @@ impl Default for Limits {
     }
 }
 
+/// TLS, as `tls_cert`, `tls_key` and `tls_ca_file` configure it (each file is read and checked
+/// when the configuration is loaded).
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// With `tls_cert` and `tls_key`: the gateway serves HTTPS only, with this certificate
+    /// chain and key. Without: plain HTTP.
+    pub server: Option<Arc<cancelkit::tls::rustls::ServerConfig>>,
+    /// `tls_ca_file`: certificates trusted for `https://` upstreams, beside the platform's
+    /// roots (and `SSL_CERT_FILE`), which are always trusted.
+    pub trusted: Vec<reqwest::Certificate>,
+}
+
 /// One `[[upstream]]`.
 #[derive(Debug, Clone)]
 pub struct Upstream {
@@ -210,8 +228,10 @@ pub enum Transport {
     },
     /// An MCP server over Streamable HTTP.
     Http {
-        /// Its endpoint.
+        /// Its endpoint (`http://` or `https://`).
         url: String,
+        /// Certificates trusted beside the platform's roots: those of `tls_ca_file`.
+        trusted: Vec<reqwest::Certificate>,
         /// Headers sent with every request to it (an `Authorization` for an upstream that
         /// wants one), `${NAME}` already replaced by the environment variable `NAME`.
         headers: BTreeMap<String, String>,
@@ -298,6 +318,27 @@ impl Config {
                 problem: format!("`{listen_text}` is not an address and port ({e})"),
             }
         })?;
+        let tls = {
+            let server = match (&parsed.tls_cert, &parsed.tls_key) {
+                (Some(cert), Some(key)) => Some(
+                    cancelkit::tls::server_config(cert, key)
+                        .map_err(|e| key_error("tls_cert", e.to_string()))?,
+                ),
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(key_error("tls_key", "missing: `tls_cert` needs it".into()));
+                }
+                (None, Some(_)) => {
+                    return Err(key_error("tls_cert", "missing: `tls_key` needs it".into()));
+                }
+            };
+            let trusted = match &parsed.tls_ca_file {
+                Some(path) => cancelkit::tls::ca_certificates(path)
+                    .map_err(|e| key_error("tls_ca_file", e.to_string()))?,
+                None => Vec::new(),
+            };
+            Tls { server, trusted }
+        };
 
         let tool_separator = parsed.tool_separator.unwrap_or_else(|| "-".into());
         if tool_separator.is_empty() {
@@ -454,7 +495,11 @@ impl Config {
                             format!("`{url}` is not an http:// or https:// URL"),
                         ));
                     }
-                    Transport::Http { url, headers }
+                    Transport::Http {
+                        url,
+                        trusted: tls.trusted.clone(),
+                        headers,
+                    }
                 }
                 (Some(_), Some(_)) => {
                     return Err(key_error(
@@ -493,6 +538,7 @@ impl Config {
 
         Ok(Config {
             listen,
+            tls,
             tool_separator,
             worker_id,
             redis_url: env("REDIS_URL")

@@ -95,8 +95,13 @@ async fn serve(config: Config) -> ExitCode {
     let worker = config.worker_id.clone();
     let redis = config.redis_url.is_some();
     let enabled = config.cancellation.enabled;
+    let scheme = if config.tls.server.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let app = App::new(config);
-    println!("listening on http://{address} (worker {worker})");
+    println!("listening on {scheme}://{address} (worker {worker})");
     tracing::info!(%address, %worker, redis, cancellation = enabled, "gateway serving");
     match app.serve(listener, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,

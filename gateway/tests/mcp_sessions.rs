@@ -7,14 +7,16 @@ mod support;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use cancelkit::wire::sse;
 use serde_json::{Value, json};
 use support::http::{mcp_session, sleep_call, status, until_stderr};
 use support::{Gateway, client, token};
 
-/// Reads SSE `data:` messages from a response until `count` have arrived (or 10 s pass).
+/// Reads SSE messages from a response until `count` have arrived (or 10 s pass).
 async fn read_messages(response: reqwest::Response, count: usize) -> Vec<Value> {
     let mut body = response.bytes_stream();
-    let mut text = String::new();
+    let mut parser = sse::Parser::new(sse::Limits::default());
+    let mut events = Vec::new();
     let mut messages = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while messages.len() < count {
@@ -23,14 +25,9 @@ async fn read_messages(response: reqwest::Response, count: usize) -> Vec<Value> 
             .expect("SSE messages within 10 s")
             .expect("the stream stays open")
             .expect("a chunk");
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
-            let event: String = text.drain(..end + 2).collect();
-            for line in event.lines() {
-                if let Some(data) = line.strip_prefix("data:") {
-                    messages.push(serde_json::from_str(data.trim()).expect("JSON in data"));
-                }
-            }
+        parser.feed(&chunk, &mut events).expect("events within the limits");
+        for event in events.drain(..) {
+            messages.push(serde_json::from_str(&event.data).expect("JSON in data"));
         }
     }
     messages

@@ -47,6 +47,8 @@ pub mod peer;
 pub mod rap;
 pub mod scope;
 mod sync;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 #[doc(hidden)]
 pub mod __private {

@@ -13,6 +13,7 @@ pub mod python;
 pub mod redis;
 #[cfg(feature = "schema")]
 mod schema;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -47,6 +47,8 @@ pub struct Options {
     pub url: Option<String>,
     /// Headers sent with every HTTP request (`--header`), such as `Authorization`.
     pub headers: Vec<(String, String)>,
+    /// A PEM CA file trusted for an `https://` URL beside the platform's roots (`--ca-file`).
+    pub ca_file: Option<std::path::PathBuf>,
     /// Force one revision (`2024-11-05`, `2025-11-25`, `2026-07-28`) instead of negotiating.
     pub revision: Option<String>,
     /// The slow tool.

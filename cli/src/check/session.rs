@@ -56,8 +56,13 @@ impl Session {
     pub async fn open(options: &Options, command: &[OsString]) -> Result<Session, Unreachable> {
         let (client, shown) = match &options.url {
             Some(url) => {
-                let client = Client::connect(url, request_timeout(options), &options.headers)
-                    .map_err(|e| Unreachable(format!("cannot use {e}")))?;
+                let client = Client::connect(
+                    url,
+                    request_timeout(options),
+                    &options.headers,
+                    options.ca_file.as_deref(),
+                )
+                .map_err(|e| Unreachable(format!("cannot use {e}")))?;
                 (client, url.clone())
             }
             None => {

@@ -122,15 +122,16 @@ impl Client {
         stdio::Stdio::spawn(command).map(|c| Client::Stdio(Box::new(c)))
     }
 
-    /// A client of the Streamable HTTP endpoint at `url` (`http://` only) that sends `headers`
-    /// with every request; a request's POST and the reading of its answer last at most
-    /// `request_timeout`.
+    /// A client of the Streamable HTTP endpoint at `url` (`http://` or `https://`, trusting
+    /// the platform's roots and `ca_file`) that sends `headers` with every request; a
+    /// request's POST and the reading of its answer last at most `request_timeout`.
     pub fn connect(
         url: &str,
         request_timeout: Duration,
         headers: &[(String, String)],
+        ca_file: Option<&std::path::Path>,
     ) -> io::Result<Client> {
-        http::Http::new(url, request_timeout, headers).map(Client::Http)
+        http::Http::new(url, request_timeout, headers, ca_file).map(Client::Http)
     }
 
     fn routes(&self) -> MutexGuard<'_, Routes> {

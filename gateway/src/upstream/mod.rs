@@ -90,9 +90,16 @@ impl Upstream {
                     env.clone(),
                 ))
             }
-            Transport::Http { url, headers } => {
-                Upstream::Http(http::HttpUpstream::with_headers(&config.name, url, headers))
-            }
+            Transport::Http {
+                url,
+                trusted,
+                headers,
+            } => Upstream::Http(http::HttpUpstream::with_trust(
+                &config.name,
+                url,
+                headers,
+                trusted.clone(),
+            )),
         }
     }
 

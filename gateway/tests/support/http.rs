@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use cancelkit::wire::sse;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -56,16 +57,20 @@ impl Reply {
         }
     }
 
-    /// The JSON-RPC messages of an SSE body (`data:` lines), or the body itself when it is
-    /// plain JSON.
+    /// The JSON-RPC messages of an SSE body (read with the workspace's one event-stream
+    /// parser), or the body itself when it is plain JSON.
     pub fn messages(&self) -> Vec<Value> {
         if !self.body.is_null() {
             return vec![self.body.clone()];
         }
-        self.text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        let mut events = Vec::new();
+        let mut parser = sse::Parser::new(sse::Limits::default());
+        parser
+            .feed(self.text.as_bytes(), &mut events)
+            .expect("an event stream within the limits");
+        events
+            .iter()
+            .filter_map(|e| serde_json::from_str(&e.data).ok())
             .collect()
     }
 

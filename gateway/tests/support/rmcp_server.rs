@@ -183,15 +183,28 @@ pub struct Server {
 impl Server {
     /// Starts a server speaking `era`, with every tool.
     pub async fn start(era: Era) -> Server {
-        Server::serve(era, false).await
+        Server::serve(era, false, None).await
+    }
+
+    /// Starts a server speaking every revision over HTTPS (cancelkit's TLS listener) with the
+    /// server certificate of `ca`; its URL is `https://127.0.0.1:PORT/mcp`. Closed connections
+    /// are not counted.
+    pub async fn start_tls(ca: &cancelkit_tests::tls::TestCa) -> Server {
+        let tls = cancelkit::tls::server_config(&ca.cert_file(), &ca.key_file())
+            .expect("the test CA's server certificate loads");
+        Server::serve(Era::Both, false, Some(tls)).await
     }
 
     /// Starts a server speaking `era` with the demo upstream's tools only, behaving as it does.
     pub async fn demo(era: Era) -> Server {
-        Server::serve(era, true).await
+        Server::serve(era, true, None).await
     }
 
-    async fn serve(era: Era, demo: bool) -> Server {
+    async fn serve(
+        era: Era,
+        demo: bool,
+        tls: Option<Arc<cancelkit::tls::rustls::ServerConfig>>,
+    ) -> Server {
         let log = Log::default();
         let tap = Tap::default();
         let stop = CancellationToken::new();
@@ -224,18 +237,31 @@ impl Server {
                 }));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let listener = Counting {
-            inner: listener,
-            closed: Arc::clone(&tap.closed),
-        };
         let stopped = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await;
-        });
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        match tls {
+            Some(tls) => {
+                let listener = cancelkit::tls::TlsListener::new(listener, tls);
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, router)
+                        .with_graceful_shutdown(stopped.cancelled_owned())
+                        .await;
+                });
+            }
+            None => {
+                let listener = Counting {
+                    inner: listener,
+                    closed: Arc::clone(&tap.closed),
+                };
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, router)
+                        .with_graceful_shutdown(stopped.cancelled_owned())
+                        .await;
+                });
+            }
+        }
         Server {
-            url: format!("http://{addr}/mcp"),
+            url: format!("{scheme}://{addr}/mcp"),
             log,
             tap,
             sessions,

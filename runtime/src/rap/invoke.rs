@@ -224,9 +224,21 @@ pub struct InvokerBuilder {
     callback_url: String,
     max_pending: usize,
     invoke_timeout: Duration,
+    trusted: Vec<reqwest::Certificate>,
 }
 
 impl InvokerBuilder {
+    /// Trusts the certificates of the PEM CA file `path` for `https://` tool servers, beside
+    /// the platform's roots (and `SSL_CERT_FILE`), which are always trusted.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read or holds no certificate.
+    pub fn ca_file(mut self, path: &std::path::Path) -> Result<Self, crate::tls::TlsError> {
+        self.trusted.extend(crate::tls::ca_certificates(path)?);
+        Ok(self)
+    }
+
     /// Lets at most `max_pending` calls (at least one) wait for their results at once
     /// (default [`DEFAULT_MAX_PENDING`]); more are refused with [`InvokeError::Full`].
     pub fn max_pending(mut self, max_pending: usize) -> Self {
@@ -250,7 +262,7 @@ impl InvokerBuilder {
         Ok(Invoker {
             inner: Arc::new(Inner {
                 tracker: self.tracker,
-                http: http_client(self.invoke_timeout),
+                http: http_client(self.invoke_timeout, self.trusted),
                 callback_path: url.path().to_owned(),
                 callback_url,
                 max_pending: self.max_pending,
@@ -284,6 +296,7 @@ impl Invoker {
             callback_url: callback_url.into(),
             max_pending: DEFAULT_MAX_PENDING,
             invoke_timeout: DEFAULT_INVOKE_TIMEOUT,
+            trusted: Vec::new(),
         }
     }
 
@@ -371,8 +384,9 @@ impl Invoker {
     }
 }
 
-fn http_client(timeout: Duration) -> reqwest::Client {
+fn http_client(timeout: Duration, trusted: Vec<reqwest::Certificate>) -> reqwest::Client {
     reqwest::Client::builder()
+        .tls_certs_merge(trusted)
         .timeout(timeout)
         .connect_timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -563,7 +577,7 @@ async fn run(
         Ok(sent) => {
             call.posting = None;
             sent.map_err(|e| e.to_string())
-                .and_then(|sent| sent.map_err(|e| e.to_string()))
+                .and_then(|sent| sent.map_err(|e| cancelkit_wire::chain(&e).to_string()))
         }
     };
     match sent {

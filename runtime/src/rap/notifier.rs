@@ -85,9 +85,33 @@ impl Drop for NotifyHandle {
 }
 
 impl Notifier {
-    /// A notifier for `servers`; each notification may take at most `timeout`.
+    /// A notifier for `servers`; each notification may take at most `timeout`. `https://`
+    /// servers are trusted through the platform's roots (and `SSL_CERT_FILE`).
     pub fn new(servers: impl IntoIterator<Item = ToolServerTarget>, timeout: Duration) -> Self {
+        Self::trusting(servers, timeout, Vec::new())
+    }
+
+    /// [`new`](Self::new), also trusting the certificates of the PEM CA file `ca_file`.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read or holds no certificate.
+    pub fn with_ca_file(
+        servers: impl IntoIterator<Item = ToolServerTarget>,
+        timeout: Duration,
+        ca_file: &std::path::Path,
+    ) -> Result<Self, crate::tls::TlsError> {
+        let trusted = crate::tls::ca_certificates(ca_file)?;
+        Ok(Self::trusting(servers, timeout, trusted))
+    }
+
+    fn trusting(
+        servers: impl IntoIterator<Item = ToolServerTarget>,
+        timeout: Duration,
+        trusted: Vec<reqwest::Certificate>,
+    ) -> Self {
         let http = reqwest::Client::builder()
+            .tls_certs_merge(trusted)
             .timeout(timeout)
             .connect_timeout(timeout)
             .build()
@@ -123,8 +147,9 @@ impl Notifier {
                         Ok(status.as_u16())
                     }
                     Err(e) => {
-                        tracing::warn!(server = %base_url, error = %e, "cannot notify a tool server of a cancellation (not retried)");
-                        Err(e.to_string())
+                        let error = cancelkit_wire::chain(&e).to_string();
+                        tracing::warn!(server = %base_url, %error, "cannot notify a tool server of a cancellation (not retried)");
+                        Err(error)
                     }
                 };
                 Delivery {

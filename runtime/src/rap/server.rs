@@ -173,6 +173,7 @@ pub struct ToolServerBuilder {
     callback_origins: Vec<Origin>,
     body_limit: usize,
     callback_timeout: Duration,
+    trusted: Vec<reqwest::Certificate>,
 }
 
 impl std::fmt::Debug for ToolServerBuilder {
@@ -278,6 +279,20 @@ impl ToolServerBuilder {
         self
     }
 
+    /// Trusts the certificates of the PEM CA file `path` for `https://` callbacks, beside the
+    /// platform's roots (and `SSL_CERT_FILE`), which are always trusted.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read or holds no certificate.
+    pub fn callback_ca_file(
+        mut self,
+        path: &std::path::Path,
+    ) -> Result<Self, crate::tls::TlsError> {
+        self.trusted.extend(crate::tls::ca_certificates(path)?);
+        Ok(self)
+    }
+
     /// Builds the server.
     pub fn build(self) -> ToolServer {
         let limiter = self.rate.map(|(per_second, burst)| Limiter {
@@ -295,6 +310,7 @@ impl ToolServerBuilder {
             );
         }
         let http = reqwest::Client::builder()
+            .tls_certs_merge(self.trusted)
             .timeout(self.callback_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -357,6 +373,7 @@ impl ToolServer {
             callback_origins: Vec::new(),
             body_limit: 1024 * 1024,
             callback_timeout: Duration::from_secs(10),
+            trusted: Vec::new(),
         }
     }
 

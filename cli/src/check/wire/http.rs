@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -76,6 +77,20 @@ fn locked(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The certificates of a PEM CA file.
+fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match reqwest::Certificate::from_pem_bundle(&bytes) {
+        Ok(certificates) if !certificates.is_empty() => Ok(certificates),
+        Ok(_) => Err(format!("{} holds no PEM certificate", path.display())),
+        Err(e) => Err(format!(
+            "{} holds no PEM certificate: {}",
+            path.display(),
+            chain(&e)
+        )),
+    }
+}
+
 /// `name: value` as a header, or why it cannot be one.
 pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.as_bytes())
@@ -88,26 +103,31 @@ pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Stri
 
 impl Http {
     /// A client of `url` that sends `headers` (such as `Authorization`) with every request; a
-    /// request's POST and the reading of its answer last at most `request_timeout`. Only
-    /// `http://` URLs: this build has no TLS.
+    /// request's POST and the reading of its answer last at most `request_timeout`. An
+    /// `https://` URL is trusted through the platform's roots (and `SSL_CERT_FILE`) and the
+    /// certificates of `ca_file`.
     pub fn new(
         url: &str,
         request_timeout: Duration,
         headers: &[(String, String)],
+        ca_file: Option<&Path>,
     ) -> io::Result<Http> {
         let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
         let parsed = reqwest::Url::parse(url).map_err(|e| invalid(format!("`{url}`: {e}")))?;
-        if parsed.scheme() != "http" {
-            return Err(invalid(format!(
-                "`{url}`: only http:// URLs are supported (this build has no TLS)"
-            )));
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(invalid(format!("`{url}`: not an http:// or https:// URL")));
         }
+        let trusted = match ca_file {
+            Some(path) => ca_certificates(path).map_err(invalid)?,
+            None => Vec::new(),
+        };
         let mut defaults = HeaderMap::new();
         for (name, value) in headers {
             let (name, value) = header(name, value).map_err(invalid)?;
             defaults.append(name, value);
         }
         let http = reqwest::Client::builder()
+            .tls_certs_merge(trusted)
             .default_headers(defaults)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -503,13 +523,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_http_urls() {
+    fn http_and_https_urls_only_and_a_ca_file_must_hold_certificates() {
         let timeout = Duration::from_secs(1);
-        let https = Http::new("https://127.0.0.1/mcp", timeout, &[])
+        let ftp = Http::new("ftp://127.0.0.1/mcp", timeout, &[], None)
             .err()
             .unwrap();
-        assert!(https.to_string().contains("only http://"), "{https}");
-        assert!(Http::new("not a url", timeout, &[]).is_err());
-        assert!(Http::new("http://127.0.0.1:1/mcp", timeout, &[]).is_ok());
+        assert!(
+            ftp.to_string().contains("not an http:// or https://"),
+            "{ftp}"
+        );
+        assert!(Http::new("not a url", timeout, &[], None).is_err());
+        assert!(Http::new("http://127.0.0.1:1/mcp", timeout, &[], None).is_ok());
+        assert!(Http::new("https://127.0.0.1:1/mcp", timeout, &[], None).is_ok());
+        let dir = std::env::temp_dir().join(format!("cancelkit-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "no certificate here\n").unwrap();
+        let refused = Http::new("https://127.0.0.1:1/mcp", timeout, &[], Some(&empty))
+            .err()
+            .unwrap();
+        assert!(
+            refused.to_string().contains("holds no PEM certificate"),
+            "{refused}"
+        );
+        let missing = Http::new(
+            "https://127.0.0.1:1/mcp",
+            timeout,
+            &[],
+            Some(&dir.join("none")),
+        )
+        .err()
+        .unwrap();
+        assert!(missing.to_string().contains("cannot read"), "{missing}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

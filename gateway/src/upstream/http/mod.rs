@@ -237,6 +237,17 @@ impl HttpUpstream {
         url: &str,
         headers: &std::collections::BTreeMap<String, String>,
     ) -> HttpUpstream {
+        HttpUpstream::with_trust(name, url, headers, Vec::new())
+    }
+
+    /// [`with_headers`](Self::with_headers), trusting `trusted` for an `https://` URL beside
+    /// the platform's roots (and `SSL_CERT_FILE`).
+    pub fn with_trust(
+        name: &str,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        trusted: Vec<reqwest::Certificate>,
+    ) -> HttpUpstream {
         let mut defaults = HeaderMap::new();
         for (key, value) in headers {
             match (
@@ -254,6 +265,7 @@ impl HttpUpstream {
             .map_err(|e| format!("invalid URL `{url}`: {e}"))
             .and_then(|_| {
                 reqwest::Client::builder()
+                    .tls_certs_merge(trusted)
                     .default_headers(defaults)
                     .connect_timeout(CONNECT_TIMEOUT)
                     .tcp_nodelay(true)
