@@ -128,10 +128,15 @@ impl App {
                     );
             }
         }
-        let protected = protected.layer(axum::middleware::from_fn_with_state(
-            Arc::clone(self),
-            front::authenticate,
-        ));
+        let protected = protected
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(self),
+                front::authenticate,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(self),
+                front::check_origin,
+            ));
         Router::new()
             .route("/health", get(front::health))
             .route("/metrics", get(front::metrics))

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cancelkit::wire::origin::OriginPolicy;
 use serde::Deserialize;
 
 /// The configuration bundled with the binary (`gateway/gateway.toml`), used when no `--config`
@@ -64,6 +65,10 @@ struct File {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_ca_file: Option<PathBuf>,
+    #[serde(default)]
+    allowed_origins: Vec<String>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
     tool_separator: Option<String>,
     worker_id: Option<String>,
     redis_url: Option<String>,
@@ -126,6 +131,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// TLS: what the gateway serves with, and what it trusts of its upstreams.
     pub tls: Tls,
+    /// DNS-rebinding protection: the origins (`allowed_origins`, beside loopback ones) and,
+    /// on a gateway bound to loopback, the hosts (`allowed_hosts`) it accepts.
+    pub origins: OriginPolicy,
     /// Between an upstream's name and its tool's name in the exposed tool name.
     pub tool_separator: String,
     /// This worker's name (in run records and logs); defaults to a random one.
@@ -536,9 +544,23 @@ impl Config {
             });
         }
 
+        let mut origins = OriginPolicy::new();
+        for origin in &parsed.allowed_origins {
+            origins = origins
+                .allow_origin(origin)
+                .map_err(|e| key_error("allowed_origins", e.to_string()))?;
+        }
+        if listen.ip().is_loopback() {
+            origins = origins.loopback_hosts();
+        }
+        for host in &parsed.allowed_hosts {
+            origins = origins.allow_host(host);
+        }
+
         Ok(Config {
             listen,
             tls,
+            origins,
             tool_separator,
             worker_id,
             redis_url: env("REDIS_URL")

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use cancelkit::wire::sse;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::http::{mcp_session, sleep_call, status, until_stderr};
 use support::{Gateway, client, token};
@@ -25,7 +25,9 @@ async fn read_messages(response: reqwest::Response, count: usize) -> Vec<Value> 
             .expect("SSE messages within 10 s")
             .expect("the stream stays open")
             .expect("a chunk");
-        parser.feed(&chunk, &mut events).expect("events within the limits");
+        parser
+            .feed(&chunk, &mut events)
+            .expect("events within the limits");
         for event in events.drain(..) {
             messages.push(serde_json::from_str(&event.data).expect("JSON in data"));
         }

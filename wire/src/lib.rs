@@ -6,6 +6,7 @@
 //! - [`headers`]: the `Mcp-*` headers of Streamable HTTP, their value encoding, the method →
 //!   header table, and the server's check of them.
 //! - [`meta`]: the 2026-07-28 `_meta` keys, with the client's stamp and the server's check.
+//! - [`origin`]: DNS-rebinding protection (the `Origin` and `Host` checks a server makes).
 //! - [`McpRevision`]: the one list of MCP revisions.
 //! - [`chain`]: an error and its causes on one line.
 
@@ -14,6 +15,7 @@
 mod error;
 pub mod headers;
 pub mod meta;
+pub mod origin;
 mod revision;
 pub mod sse;
 

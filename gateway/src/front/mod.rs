@@ -22,6 +22,22 @@ pub fn detail(status: StatusCode, detail: impl Into<String>) -> Response {
     (status, axum::Json(json!({"detail": detail.into()}))).into_response()
 }
 
+/// DNS-rebinding protection, before anything else: 403 for a request whose `Origin` is neither
+/// loopback nor in `allowed_origins`, or (on a gateway bound to loopback) whose `Host` is
+/// neither loopback nor in `allowed_hosts`.
+pub async fn check_origin(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+    let host = headers.get(header::HOST).map(HeaderValue::as_bytes);
+    match app.config.origins.check(origin, host) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => {
+            tracing::info!(%refused, "request refused");
+            detail(StatusCode::FORBIDDEN, refused.to_string())
+        }
+    }
+}
+
 /// Checks the bearer token and puts the [`Caller`](crate::auth::Caller) into the request's
 /// extensions; 401 (with `WWW-Authenticate: Bearer`) without a valid one.
 pub async fn authenticate(
