@@ -13,7 +13,9 @@
 //!
 //! Bounds ([`Limits`]): a line longer than [`Limits::line`] is refused with
 //! [`SseError::LineTooLong`], an event whose fields (data with its line breaks, type and id)
-//! plus the line being read grow beyond [`Limits::event`] with [`SseError::EventTooLarge`].
+//! plus the line being read grow beyond [`Limits::event`] with [`SseError::EventTooLarge`]; a
+//! line beyond both with the error of the limit its bytes reach first, so that how the body is
+//! cut into chunks never changes the outcome.
 //! After an error the parser answers every later chunk with the same error: the caller ends
 //! the stream.
 //!
@@ -44,8 +46,8 @@ pub const CONTENT_TYPE: &str = "text/event-stream";
 pub struct Limits {
     /// The longest line, without its line end, in bytes.
     pub line: usize,
-    /// The largest event in bytes: its data (with the `\n` between lines), its type and its
-    /// id, plus the line being read.
+    /// The largest event in bytes: its data (each line with the `\n` after it), its type and
+    /// its id, plus the line being read.
     pub event: usize,
 }
 
@@ -205,8 +207,10 @@ impl Parser {
         }
         while !chunk.is_empty() {
             let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                // Checked before it is kept: a refused chunk is not copied.
+                self.check(self.line.len() + chunk.len())?;
                 self.line.extend_from_slice(chunk);
-                return self.check(self.line.len());
+                return Ok(());
             };
             let mut next = end + 1;
             if chunk[end] == b'\r' {
@@ -232,19 +236,27 @@ impl Parser {
         Ok(())
     }
 
-    /// Whether a line of `line` bytes fits, with the event so far.
+    /// Whether a line of `line` bytes fits, with the event so far. A line beyond both limits
+    /// is refused for the one its bytes reach first (the line's on a tie), as if they came one
+    /// at a time: a line is checked unfinished at the end of every chunk and again whole, so
+    /// the error must not depend on where the chunks end.
     fn check(&self, line: usize) -> Result<(), SseError> {
-        if line > self.limits.line {
-            return Err(SseError::LineTooLong {
+        let too_large = SseError::EventTooLarge {
+            limit: self.limits.event,
+        };
+        // The fields may be over the limit already (bytes that are not UTF-8 grow into U+FFFD
+        // after their line was checked): then no byte of the next line fits.
+        let fields = self.data.len() + self.kind.len() + self.id.len();
+        let event_room = self.limits.event.checked_sub(fields).ok_or(too_large)?;
+        if line <= self.limits.line.min(event_room) {
+            Ok(())
+        } else if self.limits.line <= event_room {
+            Err(SseError::LineTooLong {
                 limit: self.limits.line,
-            });
+            })
+        } else {
+            Err(too_large)
         }
-        if self.data.len() + self.kind.len() + self.id.len() + line > self.limits.event {
-            return Err(SseError::EventTooLarge {
-                limit: self.limits.event,
-            });
-        }
-        Ok(())
     }
 
     fn line_done(&mut self, line: &[u8], out: &mut Vec<Event>) {

@@ -18,6 +18,7 @@ pub mod peer;
 pub mod rap;
 pub mod schema;
 pub mod seeds;
+pub mod sse;
 pub mod wire;
 
 /// A fuzz target: its name (also the name of its corpus directory and of its cargo-fuzz target)
@@ -67,5 +68,9 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "schema",
         check: schema::check,
+    },
+    Target {
+        name: "sse",
+        check: sse::check,
     },
 ];

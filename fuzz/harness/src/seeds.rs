@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::{framing, peer, rap};
+use crate::{framing, peer, rap, sse};
 
 /// One seed: target name, file name, bytes.
 pub type Seed = (&'static str, String, Vec<u8>);
@@ -38,6 +38,7 @@ pub fn all(schema_dir: &Path) -> Vec<Seed> {
     peer_seeds(&mut seeds);
     rap_seeds(schema_dir, &mut seeds);
     schema_seeds(schema_dir, &mut seeds);
+    sse_seeds(&mut seeds);
     seeds
 }
 
@@ -343,6 +344,96 @@ fn schema_seeds(schema_dir: &Path, seeds: &mut Vec<Seed>) {
             "schema",
             format!("seed-small-{i}"),
             text.as_bytes().to_vec(),
+        ));
+    }
+}
+
+fn sse_seeds(seeds: &mut Vec<Seed>) {
+    // Limits as indexes into `sse::SIZES`: 15 is 16 MiB, 14 is 1 KiB.
+    const BIG: u8 = 15;
+    let mut huge = b"data: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'x', 1100));
+    huge.extend_from_slice(b"\n\ndata: after\n\n");
+    let mut written = Vec::new();
+    cancelkit_wire::sse::write_comment(&mut written, "keep-alive");
+    cancelkit_wire::sse::write_event(&mut written, Some("s1-4"), "message", "a\r\nb\rc\nd");
+    cancelkit_wire::sse::write_event(&mut written, None, "ping", "");
+    cancelkit_wire::sse::write_event(&mut written, Some(""), "progress", "{\"p\":1}");
+    let streams: Vec<(&str, u8, u8, Vec<u8>)> = vec![
+        ("bom", BIG, BIG, b"\xEF\xBB\xBFdata: hello\n\n".to_vec()),
+        (
+            "bom-twice",
+            BIG,
+            BIG,
+            b"\xEF\xBB\xBF\xEF\xBB\xBFdata: a\n\ndata: b\n\n".to_vec(),
+        ),
+        (
+            "line-ends",
+            BIG,
+            BIG,
+            b"data: lf\n\ndata: crlf\r\n\r\ndata: cr\r\rdata: mixed\r\n\ndata: end\n\r".to_vec(),
+        ),
+        (
+            "comments",
+            BIG,
+            BIG,
+            b": keep-alive\n:\n: x\r\ndata: after comments\n: inside\n\n:tail".to_vec(),
+        ),
+        (
+            "fields",
+            BIG,
+            BIG,
+            b"id: 1\nevent: progress\nretry: 1500\ndata: {\"a\":1}\n\nid\ndata: reset\n\n\
+              retry: x1\nretry: 99999999999999999999999\nid: a\0b\nevent:\ndata: y\n\nid: 2\n\n"
+                .to_vec(),
+        ),
+        (
+            "multi-line-data",
+            BIG,
+            BIG,
+            b"data: one\ndata: two\ndata\ndata:\ndata:  spaced\ndata:x:y\n\n".to_vec(),
+        ),
+        (
+            "no-colon-and-unknown",
+            BIG,
+            BIG,
+            b"data\nevent\nfoo: bar\nfoo\nDATA: upper\n data: lead\n\n".to_vec(),
+        ),
+        (
+            "unterminated",
+            BIG,
+            BIG,
+            b"data: done\n\nid: 7\ndata: cut".to_vec(),
+        ),
+        (
+            "invalid-utf8",
+            BIG,
+            BIG,
+            b"data: \xFF\xFE\xC3\n\nevent: \xE2\x82\nid: \xF0\x9F\ndata: x\n\n".to_vec(),
+        ),
+        ("huge-line", 14, BIG, huge.clone()),
+        ("huge-line-fits", BIG, BIG, huge),
+        (
+            "event-too-large",
+            10,
+            11,
+            b"data: 0123456789\n\ndata: 0123456789\ndata: 0123456789\n\n".to_vec(),
+        ),
+        // Both limits at once: line 10, event 5.
+        (
+            "both-limits",
+            8,
+            5,
+            b"data: a\n\ndata: abcdefghijk\n\n".to_vec(),
+        ),
+        ("written", BIG, BIG, written),
+        ("empty", BIG, BIG, Vec::new()),
+    ];
+    for (i, (name, line, event, stream)) in streams.iter().enumerate() {
+        seeds.push((
+            "sse",
+            format!("seed-{name}"),
+            sse::input(*line, *event, i as u8, stream),
         ));
     }
 }

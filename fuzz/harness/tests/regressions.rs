@@ -48,6 +48,23 @@ fn an_array_is_not_read_as_a_message() {
     cancelkit_fuzz::wire::check(&corpus_file("wire/regression-array-read-as-a-message"));
 }
 
+/// wire/src/sse.rs, `Parser::check`, found while writing `sse`: a line that breaks both
+/// limits was refused with `LineTooLong` when it came whole but `EventTooLarge` when a chunk
+/// ended inside it (the unfinished line fits the line limit, not the event's), so the error
+/// depended on the chunking. Now the error is that of the limit the bytes reach first.
+#[test]
+fn a_line_over_both_limits_is_refused_the_same_in_any_chunking() {
+    // Line limit 10 (SIZES[8]), event limit 5 (SIZES[5]), chunking seed 0.
+    cancelkit_fuzz::sse::check(&cancelkit_fuzz::sse::input(8, 5, 0, b"data: abcdefghijk\n"));
+    // Equal limits of 10 with an event under way: 2 bytes of data, then a line of 16.
+    cancelkit_fuzz::sse::check(&cancelkit_fuzz::sse::input(
+        8,
+        8,
+        0,
+        b"data: a\ndata: 0123456789\n\n",
+    ));
+}
+
 /// A file of the committed corpus, `fuzz/corpus/<path>`.
 fn corpus_file(path: &str) -> Vec<u8> {
     let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

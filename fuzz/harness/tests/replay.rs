@@ -113,6 +113,11 @@ fn schema() {
     replay("schema");
 }
 
+#[test]
+fn sse() {
+    replay("sse");
+}
+
 /// The hand-written seeds are all in the committed corpus, byte for byte. With
 /// `CANCELKIT_WRITE_SEEDS=1` the test writes them there instead (then commit the corpus).
 #[test]

@@ -146,6 +146,52 @@ fn lines_and_events_beyond_the_limits_are_refused_and_stay_refused() {
 }
 
 #[test]
+fn a_line_beyond_both_limits_is_refused_alike_in_any_chunking() {
+    // The line limit is reached at its 11th byte, the event limit at its 6th: EventTooLarge,
+    // whole or cut anywhere. (It was LineTooLong whole, and EventTooLarge when a chunk ended
+    // inside the line between its 6th and 10th byte.)
+    let cases: [(Limits, &[u8], SseError); 3] = [
+        (
+            Limits { line: 10, event: 5 },
+            b"data: abcdefghijk\n",
+            SseError::EventTooLarge { limit: 5 },
+        ),
+        // Equal limits with an event under way ("a\n", 2 bytes): the event's is reached first.
+        (
+            Limits::new(10),
+            b"data: a\ndata: 0123456789\n\n",
+            SseError::EventTooLarge { limit: 10 },
+        ),
+        // The line limit first: the line's error, however the line is cut.
+        (
+            Limits { line: 4, event: 10 },
+            b"data: abcdefghijk\n",
+            SseError::LineTooLong { limit: 4 },
+        ),
+    ];
+    for (limits, stream, error) in cases {
+        assert_eq!(parse(&[stream], limits), Err(error), "whole");
+        for split in 0..=stream.len() {
+            let (a, b) = stream.split_at(split);
+            assert_eq!(parse(&[a, b], limits), Err(error), "split {split}");
+        }
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(parse(&bytes, limits), Err(error), "bytewise");
+    }
+}
+
+#[test]
+fn an_event_grown_past_the_limit_by_replacement_characters_is_refused() {
+    // Ten bytes that are not UTF-8 fit a line of 16 but become 30 bytes of U+FFFD: the event
+    // is refused at the next line rather than dispatched over the limit.
+    let stream = b"data:\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF\n\n";
+    assert_eq!(
+        parse(&[stream], Limits::new(16)),
+        Err(SseError::EventTooLarge { limit: 16 })
+    );
+}
+
+#[test]
 fn invalid_utf8_is_replaced_not_fatal() {
     let out = parse(&[b"data: \xFF\n\n"], Limits::new(64)).unwrap();
     assert_eq!(data(&out), ["\u{FFFD}"]);
