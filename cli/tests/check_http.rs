@@ -331,17 +331,36 @@ fn an_endpoint_that_refuses_initialize_exits_2() {
 #[test]
 fn url_and_command_together_other_schemes_and_a_lone_ca_file_are_refused() {
     let refused = [
-        (vec!["--url", "http://127.0.0.1:1/mcp", "--", "cat"], "cannot be used with"),
-        (vec!["--url", "ftp://127.0.0.1:1/mcp"], "an http:// or https:// URL"),
-        (vec!["--ca-file", "ca.pem", "--", "cat"], "cannot be used with"),
         (
-            vec!["--url", "https://127.0.0.1:1/mcp", "--ca-file", "/nonexistent/ca.pem"],
+            vec!["--url", "http://127.0.0.1:1/mcp", "--", "cat"],
+            "cannot be used with",
+        ),
+        (
+            vec!["--url", "ftp://127.0.0.1:1/mcp"],
+            "an http:// or https:// URL",
+        ),
+        (
+            vec!["--ca-file", "ca.pem", "--", "cat"],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "--url",
+                "https://127.0.0.1:1/mcp",
+                "--ca-file",
+                "/nonexistent/ca.pem",
+            ],
             "cannot read /nonexistent/ca.pem",
         ),
     ];
     for (args, says) in refused {
         let (output, _) = check(&args);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", explain(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            explain(&output)
+        );
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
