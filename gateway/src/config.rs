@@ -10,6 +10,9 @@ use std::time::Duration;
 use cancelkit::wire::origin::OriginPolicy;
 use serde::Deserialize;
 
+/// How often an idle `/mcp` event stream gets a keep-alive comment by default.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 /// The configuration bundled with the binary (`gateway/gateway.toml`), used when no `--config`
 /// is given.
 pub const BUNDLED: &str = include_str!("../gateway.toml");
@@ -73,6 +76,7 @@ struct File {
     worker_id: Option<String>,
     redis_url: Option<String>,
     drain_grace: Option<String>,
+    keep_alive: Option<String>,
     #[serde(default)]
     cancellation: CancellationFile,
     #[serde(default)]
@@ -142,6 +146,10 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// How long a SIGTERM lets runs finish before cancelling them.
     pub drain_grace: Duration,
+    /// How often an idle `/mcp` event stream gets a keep-alive comment, so that a proxy's idle
+    /// timeout does not cut it (at 2026-07-28 a cut `tools/call` stream cancels the call);
+    /// `None`: never.
+    pub keep_alive: Option<Duration>,
     /// The cancellation feature.
     pub cancellation: Cancellation,
     /// Who may do what.
@@ -567,6 +575,15 @@ impl Config {
                 .filter(|s| !s.is_empty())
                 .or(parsed.redis_url),
             drain_grace: duration("drain_grace", &parsed.drain_grace, Duration::from_secs(10))?,
+            keep_alive: match parsed.keep_alive.as_deref() {
+                Some("off" | "none" | "0") => None,
+                _ => Some(duration(
+                    "keep_alive",
+                    &parsed.keep_alive,
+                    DEFAULT_KEEP_ALIVE,
+                )?)
+                .filter(|interval| !interval.is_zero()),
+            },
             cancellation,
             auth: Auth {
                 jwt_secret,

@@ -360,7 +360,21 @@ async fn tools_call(
         runs.cancel_live(run_id, CancelSource::Client, reason);
     }
     let stream = CallStream::new(call, progress_rx, session, finish);
-    Sse::new(stream).into_response()
+    with_keep_alive(app, Sse::new(stream))
+}
+
+/// An event stream with keep-alive comments every `keep_alive` of the configuration, if any:
+/// at 2026-07-28 a `tools/call` stream that a proxy cuts for being idle would cancel the call.
+fn with_keep_alive<S>(app: &App, sse: Sse<S>) -> Response
+where
+    S: futures_util::Stream<Item = Result<Event, std::convert::Infallible>> + Send + 'static,
+{
+    match app.config.keep_alive {
+        Some(interval) => sse
+            .keep_alive(KeepAlive::new().interval(interval).text("keep-alive"))
+            .into_response(),
+        None => sse.into_response(),
+    }
 }
 
 /// `GET /mcp`: the session's stream (2025-11-25). 405 without a session: 2026-07-28 has none.
@@ -390,9 +404,7 @@ pub async fn get(
             _ = stopping.cancelled() => None,
         }
     });
-    Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    with_keep_alive(&app, Sse::new(events))
 }
 
 /// `DELETE /mcp`: ends the session; its runs in flight are cancelled.
