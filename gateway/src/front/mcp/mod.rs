@@ -165,6 +165,9 @@ pub async fn post(
             );
         }
     };
+    if let Some(refused) = refuse_protocol_version(&headers, &era, &params, id.as_ref()) {
+        return refused;
+    }
     let Some(id) = id else {
         return notification(&app, &caller, &era, &method, &params);
     };
@@ -172,6 +175,39 @@ pub async fn post(
         Era::Session(session) => legacy_request(&app, caller, session, id, &method, params).await,
         Era::V2026 => request_2026(&app, caller, id, &method, params).await,
     }
+}
+
+/// `MCP-Protocol-Version`, when a client sends it (from 2025-06-18 on it must), names the
+/// revision in force: the session's, or the one a 2026-07-28 request is stamped with. Anything
+/// else is refused with 400: -32600 in a session, HeaderMismatch (-32020) at 2026-07-28. The
+/// refusal, if any.
+fn refuse_protocol_version(
+    headers: &HeaderMap,
+    era: &Era,
+    params: &Value,
+    id: Option<&RequestId>,
+) -> Option<Response> {
+    let sent = headers.get(headers::PROTOCOL_VERSION)?;
+    let sent = String::from_utf8_lossy(sent.as_bytes());
+    let (expected, code) = match era {
+        Era::Session(session) => (session.version.as_str(), -32600),
+        Era::V2026 => (
+            stamped_version(params)
+                .and_then(Value::as_str)
+                .unwrap_or(V2026),
+            headers::HEADER_MISMATCH,
+        ),
+    };
+    if sent == expected {
+        return None;
+    }
+    let error = JsonRpcError::new(
+        ErrorCode::from(code),
+        format!(
+            "Bad Request: MCP-Protocol-Version `{sent}` is not the revision in force, `{expected}`"
+        ),
+    );
+    Some(rpc_error(StatusCode::BAD_REQUEST, id, error))
 }
 
 fn stamped_version(params: &Value) -> Option<&Value> {
