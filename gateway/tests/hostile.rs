@@ -463,7 +463,7 @@ async fn tokens_that_do_not_check_out_get_401_everywhere() {
     let code = target
         .send_raw(
             "non-ASCII authorization",
-            "GET /cancellation/status/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \u{e9}\u{1f600}\r\nConnection: close\r\n\r\n".into(),
+            "GET /cancellation/status/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \u{e9}\u{1f600}\r\nConnection: close\r\n\r\n".into(),
         )
         .await;
     assert_eq!(code, 401);
@@ -524,7 +524,7 @@ async fn odd_ids_in_the_status_path_are_refused_or_not_found() {
             .send_raw(
                 &format!("raw {path}"),
                 format!(
-                    "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+                    "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
                     token("bob")
                 ),
             )
