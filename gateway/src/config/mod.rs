@@ -4,18 +4,24 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use cancelkit::wire::origin::OriginPolicy;
-use serde::Deserialize;
+
+mod file;
+mod network;
+mod upstreams;
+
+use file::File;
+pub use network::Tls;
+pub use upstreams::{Transport, Upstream};
 
 /// How often an idle `/mcp` event stream gets a keep-alive comment by default.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The configuration bundled with the binary (`gateway/gateway.toml`), used when no `--config`
 /// is given.
-pub const BUNDLED: &str = include_str!("../gateway.toml");
+pub const BUNDLED: &str = include_str!("../../gateway.toml");
 
 /// The name under which [`BUNDLED`] is reported in errors.
 pub const BUNDLED_NAME: &str = "gateway.toml (bundled)";
@@ -58,74 +64,6 @@ pub enum ConfigError {
         /// The parser's message, with line and column.
         problem: String,
     },
-}
-
-/// The file's shape. Unknown keys are errors.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    listen: Option<String>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_ca_file: Option<PathBuf>,
-    #[serde(default)]
-    allowed_origins: Vec<String>,
-    #[serde(default)]
-    allowed_hosts: Vec<String>,
-    tool_separator: Option<String>,
-    worker_id: Option<String>,
-    redis_url: Option<String>,
-    drain_grace: Option<String>,
-    keep_alive: Option<String>,
-    #[serde(default)]
-    cancellation: CancellationFile,
-    #[serde(default)]
-    auth: AuthFile,
-    #[serde(default)]
-    limits: LimitsFile,
-    #[serde(default)]
-    upstream: Vec<UpstreamFile>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CancellationFile {
-    enabled: Option<bool>,
-    status_retention: Option<String>,
-    tombstone_ttl: Option<String>,
-    tool_timeout: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AuthFile {
-    jwt_secret: Option<String>,
-    #[serde(default)]
-    permissions: BTreeMap<String, Vec<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LimitsFile {
-    max_body_bytes: Option<usize>,
-    max_runs: Option<usize>,
-    max_retained: Option<usize>,
-    max_tombstones: Option<usize>,
-    max_sessions: Option<usize>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpstreamFile {
-    name: String,
-    command: Option<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    url: Option<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
 }
 
 /// The resolved configuration.
@@ -209,51 +147,6 @@ impl Default for Limits {
     }
 }
 
-/// TLS, as `tls_cert`, `tls_key` and `tls_ca_file` configure it (each file is read and checked
-/// when the configuration is loaded).
-#[derive(Debug, Clone, Default)]
-pub struct Tls {
-    /// With `tls_cert` and `tls_key`: the gateway serves HTTPS only, with this certificate
-    /// chain and key. Without: plain HTTP.
-    pub server: Option<Arc<cancelkit::tls::rustls::ServerConfig>>,
-    /// `tls_ca_file`: certificates trusted for `https://` upstreams, beside the platform's
-    /// roots (and `SSL_CERT_FILE`), which are always trusted.
-    pub trusted: Vec<reqwest::Certificate>,
-}
-
-/// One `[[upstream]]`.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    /// Its name: the prefix of its tools.
-    pub name: String,
-    /// How to reach it.
-    pub transport: Transport,
-}
-
-/// How an upstream is reached.
-#[derive(Debug, Clone)]
-pub enum Transport {
-    /// A child process speaking MCP on stdio.
-    Stdio {
-        /// The program (`@self`: this binary).
-        command: String,
-        /// Its arguments.
-        args: Vec<String>,
-        /// Extra environment.
-        env: BTreeMap<String, String>,
-    },
-    /// An MCP server over Streamable HTTP.
-    Http {
-        /// Its endpoint (`http://` or `https://`).
-        url: String,
-        /// Certificates trusted beside the platform's roots: those of `tls_ca_file`.
-        trusted: Vec<reqwest::Certificate>,
-        /// Headers sent with every request to it (an `Authorization` for an upstream that
-        /// wants one), `${NAME}` already replaced by the environment variable `NAME`.
-        headers: BTreeMap<String, String>,
-    },
-}
-
 /// Overrides from the command line (highest precedence).
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -334,27 +227,12 @@ impl Config {
                 problem: format!("`{listen_text}` is not an address and port ({e})"),
             }
         })?;
-        let tls = {
-            let server = match (&parsed.tls_cert, &parsed.tls_key) {
-                (Some(cert), Some(key)) => Some(
-                    cancelkit::tls::server_config(cert, key)
-                        .map_err(|e| key_error("tls_cert", e.to_string()))?,
-                ),
-                (None, None) => None,
-                (Some(_), None) => {
-                    return Err(key_error("tls_key", "missing: `tls_cert` needs it".into()));
-                }
-                (None, Some(_)) => {
-                    return Err(key_error("tls_cert", "missing: `tls_key` needs it".into()));
-                }
-            };
-            let trusted = match &parsed.tls_ca_file {
-                Some(path) => cancelkit::tls::ca_certificates(path)
-                    .map_err(|e| key_error("tls_ca_file", e.to_string()))?,
-                None => Vec::new(),
-            };
-            Tls { server, trusted }
-        };
+        let tls = network::tls(
+            parsed.tls_cert.as_deref(),
+            parsed.tls_key.as_deref(),
+            parsed.tls_ca_file.as_deref(),
+            &key_error,
+        )?;
 
         let tool_separator = parsed.tool_separator.unwrap_or_else(|| "-".into());
         if tool_separator.is_empty() {
@@ -447,94 +325,7 @@ impl Config {
             .map_err(|e| key_error("limits.max_sessions", e))?,
         };
 
-        let mut upstreams = Vec::new();
-        for (i, up) in parsed.upstream.into_iter().enumerate() {
-            let key = |field: &str| format!("upstream[{i}].{field}");
-            if up.name.is_empty()
-                || !up
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-            {
-                return Err(key_error(
-                    &key("name"),
-                    format!(
-                        "`{}` must be non-empty ASCII letters, digits, `_` or `.`",
-                        up.name
-                    ),
-                ));
-            }
-            if upstreams.iter().any(|u: &Upstream| u.name == up.name) {
-                return Err(key_error(
-                    &key("name"),
-                    format!("`{}` names two upstreams", up.name),
-                ));
-            }
-            if up.command.is_some() && !up.headers.is_empty() {
-                return Err(key_error(
-                    &key("headers"),
-                    "`headers` belong to a `url` upstream, not a `command` one".into(),
-                ));
-            }
-            let mut headers = BTreeMap::new();
-            for (name, value) in &up.headers {
-                let header_key = key(&format!("headers.{name}"));
-                let value = expand_env(value, &env).map_err(|e| key_error(&header_key, e))?;
-                if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                    return Err(key_error(&header_key, "not a valid header name".into()));
-                }
-                if axum::http::HeaderValue::from_str(&value).is_err() {
-                    return Err(key_error(
-                        &header_key,
-                        "not a valid header value (visible ASCII only)".into(),
-                    ));
-                }
-                headers.insert(name.clone(), value);
-            }
-            let transport = match (up.command, up.url) {
-                (Some(command), None) => Transport::Stdio {
-                    command,
-                    args: up.args,
-                    env: up.env,
-                },
-                (None, Some(url)) => {
-                    if !up.args.is_empty() || !up.env.is_empty() {
-                        return Err(key_error(
-                            &key("args"),
-                            "`args` and `env` belong to a `command` upstream, not a `url` one"
-                                .into(),
-                        ));
-                    }
-                    if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        return Err(key_error(
-                            &key("url"),
-                            format!("`{url}` is not an http:// or https:// URL"),
-                        ));
-                    }
-                    Transport::Http {
-                        url,
-                        trusted: tls.trusted.clone(),
-                        headers,
-                    }
-                }
-                (Some(_), Some(_)) => {
-                    return Err(key_error(
-                        &key("url"),
-                        "give either `command` (stdio) or `url` (Streamable HTTP), not both".into(),
-                    ));
-                }
-                (None, None) => {
-                    return Err(key_error(
-                        &key("command"),
-                        "missing: give `command` (stdio) or `url` (Streamable HTTP)".into(),
-                    ));
-                }
-            };
-            upstreams.push(Upstream {
-                name: up.name,
-                transport,
-            });
-        }
+        let upstreams = upstreams::resolve(parsed.upstream, &tls.trusted, &env, &key_error)?;
 
         let worker_id = overrides
             .worker_id
@@ -552,18 +343,12 @@ impl Config {
             });
         }
 
-        let mut origins = OriginPolicy::new();
-        for origin in &parsed.allowed_origins {
-            origins = origins
-                .allow_origin(origin)
-                .map_err(|e| key_error("allowed_origins", e.to_string()))?;
-        }
-        if listen.ip().is_loopback() {
-            origins = origins.loopback_hosts();
-        }
-        for host in &parsed.allowed_hosts {
-            origins = origins.allow_host(host);
-        }
+        let origins = network::origins(
+            &parsed.allowed_origins,
+            &parsed.allowed_hosts,
+            listen,
+            &key_error,
+        )?;
 
         Ok(Config {
             listen,
@@ -575,15 +360,7 @@ impl Config {
                 .filter(|s| !s.is_empty())
                 .or(parsed.redis_url),
             drain_grace: duration("drain_grace", &parsed.drain_grace, Duration::from_secs(10))?,
-            keep_alive: match parsed.keep_alive.as_deref() {
-                Some("off" | "none" | "0") => None,
-                _ => Some(duration(
-                    "keep_alive",
-                    &parsed.keep_alive,
-                    DEFAULT_KEEP_ALIVE,
-                )?)
-                .filter(|interval| !interval.is_zero()),
-            },
+            keep_alive: network::keep_alive(parsed.keep_alive.as_deref(), &key_error)?,
             cancellation,
             auth: Auth {
                 jwt_secret,
@@ -661,132 +438,4 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(text: &str) -> Result<Config, ConfigError> {
-        Config::from_parts("test.toml", text, |_| None, &Overrides::default())
-    }
-
-    #[test]
-    fn the_bundled_file_loads() {
-        let config = Config::from_parts(BUNDLED_NAME, BUNDLED, |_| None, &Overrides::default())
-            .expect("bundled config");
-        assert_eq!(config.listen.to_string(), "127.0.0.1:4444");
-        assert_eq!(config.upstreams.len(), 1);
-        assert_eq!(config.upstreams[0].name, "demo");
-        assert!(config.cancellation.enabled);
-        assert_eq!(
-            config.cancellation.status_retention,
-            Duration::from_secs(300)
-        );
-    }
-
-    #[test]
-    fn unknown_keys_name_the_file_and_the_key() {
-        let e = load("[cancellation]\nenabeld = true\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("test.toml: key `cancellation.enabeld`"),
-            "{e}"
-        );
-        assert!(e.contains("unknown field"), "{e}");
-    }
-
-    #[test]
-    fn wrong_types_and_bad_values_name_the_key() {
-        let e = load("[cancellation]\nenabled = \"yes\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`cancellation.enabled`"), "{e}");
-        let e = load("[cancellation]\ntombstone_ttl = \"soon\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`cancellation.tombstone_ttl`"), "{e}");
-        assert!(e.contains("soon"), "{e}");
-        let e = load("listen = \"nowhere\"\n").unwrap_err().to_string();
-        assert!(e.contains("key `listen`"), "{e}");
-        let e = load("[[upstream]]\nname = \"a\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`upstream[0].command`"), "{e}");
-        let e = load("[[upstream]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not both"), "{e}");
-        let e = load("[[upstream]]\nname = \"a b\"\ncommand = \"x\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`upstream[0].name`"), "{e}");
-        let e = load("x = [").unwrap_err().to_string();
-        assert!(e.starts_with("test.toml: "), "{e}");
-    }
-
-    #[test]
-    fn the_environment_overrides_the_file() {
-        let env = |key: &str| match key {
-            "MCPGATEWAY_TOOL_CANCELLATION_ENABLED" => Some("false".to_owned()),
-            "JWT_SECRET_KEY" => Some("a-secret-of-enough-length".to_owned()),
-            "REDIS_URL" => Some("redis://127.0.0.1:1/".to_owned()),
-            _ => None,
-        };
-        let config = Config::from_parts(
-            "t",
-            "[cancellation]\nenabled = true\n[auth]\njwt_secret = \"another-long-secret\"\n",
-            env,
-            &Overrides::default(),
-        )
-        .unwrap();
-        assert!(!config.cancellation.enabled);
-        assert_eq!(
-            config.auth.jwt_secret.as_deref(),
-            Some("a-secret-of-enough-length")
-        );
-        assert_eq!(config.redis_url.as_deref(), Some("redis://127.0.0.1:1/"));
-        let bad =
-            |key: &str| (key == "MCPGATEWAY_TOOL_CANCELLATION_ENABLED").then(|| "maybe".into());
-        let e = Config::from_parts("t", "", bad, &Overrides::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("environment: key `MCPGATEWAY_TOOL_CANCELLATION_ENABLED`"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn url_upstreams_take_headers_with_environment_variables() {
-        let text = "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:9/mcp\"\n[upstream.headers]\nAuthorization = \"Bearer ${TOKEN}\"\n";
-        let env = |key: &str| (key == "TOKEN").then(|| "t0k".to_owned());
-        let config = Config::from_parts("t", text, env, &Overrides::default()).unwrap();
-        match &config.upstreams[0].transport {
-            Transport::Http { headers, .. } => {
-                assert_eq!(headers["Authorization"], "Bearer t0k");
-            }
-            other => panic!("{other:?}"),
-        }
-        let e = Config::from_parts("t", text, |_| None, &Overrides::default())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("`upstream[0].headers.Authorization`"), "{e}");
-        assert!(e.contains("`TOKEN`"), "{e}");
-        let e =
-            load("[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.headers]\nX = \"y\"\n")
-                .unwrap_err()
-                .to_string();
-        assert!(e.contains("`upstream[0].headers`"), "{e}");
-        let e = load("[[upstream]]\nname = \"a\"\nurl = \"http://h/\"\n[upstream.headers]\n\"bad name\" = \"y\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not a valid header name"), "{e}");
-    }
-
-    #[test]
-    fn redis_without_a_shared_secret_refuses_to_start() {
-        let env = |key: &str| (key == "REDIS_URL").then(|| "redis://127.0.0.1/".to_owned());
-        let config = Config::from_parts("t", "", env, &Overrides::default()).unwrap();
-        let e = config.check_startup().unwrap_err();
-        assert!(e.contains("JWT_SECRET_KEY"), "{e}");
-    }
-}
+mod tests;
