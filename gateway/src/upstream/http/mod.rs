@@ -52,9 +52,11 @@
 //! answered, any other server request gets -32601.
 
 mod cancel;
+mod handshake;
 mod wire;
 
 use cancel::{CancelOnDrop, InFlight};
+use handshake::{Connection, Era};
 use wire::*;
 
 use std::fmt;
@@ -139,83 +141,6 @@ struct Endpoint {
     client: reqwest::Client,
     url: Arc<str>,
     upstream: Arc<str>,
-}
-
-/// What the handshake agreed on.
-#[derive(Debug)]
-struct Connection {
-    era: Era,
-    /// Which handshake this is (a session that expired is forgotten only once).
-    generation: u64,
-}
-
-#[derive(Debug, Clone)]
-enum Era {
-    /// 2026-07-28: no session; every request stamped.
-    V2026,
-    /// The `initialize` handshake (2025-11-25, or the older version the server chose).
-    Legacy {
-        /// The version the server chose (`None` while `initialize` itself is in flight).
-        version: Option<HeaderValue>,
-        /// The session the server opened, if it opened one.
-        session: Option<HeaderValue>,
-    },
-}
-
-impl Connection {
-    fn has_session(&self) -> bool {
-        matches!(
-            &self.era,
-            Era::Legacy {
-                session: Some(_),
-                ..
-            }
-        )
-    }
-}
-
-/// How an exchange ended without a result.
-#[derive(Debug)]
-enum Failure {
-    /// Nothing was processed: the upstream could not be reached, or answered 5xx.
-    Unavailable(String),
-    /// A 4xx without a JSON-RPC error in its body.
-    Refused(StatusCode, String),
-    /// A 404 for a request carrying the session.
-    SessionExpired,
-    /// The upstream's JSON-RPC error.
-    Rpc(JsonRpcError),
-    /// The request was sent, but its answer did not come whole.
-    Lost(String),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Unavailable(why) | Failure::Lost(why) => f.write_str(why),
-            Failure::Refused(status, body) => write!(f, "HTTP {status}: {body}"),
-            Failure::SessionExpired => f.write_str("the session expired (HTTP 404)"),
-            Failure::Rpc(e) => write!(f, "error {}: {}", e.code.code(), e.message),
-        }
-    }
-}
-
-impl From<Failure> for CallError {
-    fn from(failure: Failure) -> CallError {
-        match failure {
-            Failure::Rpc(e) => CallError::Rpc(e),
-            Failure::Lost(why) => CallError::Lost(why),
-            other => CallError::Unavailable(other.to_string()),
-        }
-    }
-}
-
-/// A request's answer.
-#[derive(Debug)]
-struct Answer {
-    result: Value,
-    /// The `Mcp-Session-Id` the answer carried (for `initialize`).
-    session: Option<HeaderValue>,
 }
 
 /// Where one call's progress goes.
@@ -558,156 +483,7 @@ impl HttpUpstream {
             }
         }
     }
-
-    /// The connection, after the handshake if none was made yet (one at a time).
-    async fn connection(&self, endpoint: &Endpoint) -> Result<Arc<Connection>, CallError> {
-        let mut state = self.state.lock().await;
-        if let Some(connection) = state.as_ref() {
-            return Ok(Arc::clone(connection));
-        }
-        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
-        let connection =
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handshake(endpoint, generation))
-                .await
-                .map_err(|_| {
-                    CallError::Unavailable(format!("no handshake within {HANDSHAKE_TIMEOUT:?}"))
-                })??;
-        let connection = Arc::new(connection);
-        *state = Some(Arc::clone(&connection));
-        Ok(connection)
-    }
-
-    /// Forgets `connection` (its session expired), unless a newer one replaced it already.
-    async fn forget(&self, connection: &Connection) {
-        let mut state = self.state.lock().await;
-        if state
-            .as_ref()
-            .is_some_and(|current| current.generation == connection.generation)
-        {
-            *state = None;
-        }
-    }
-
-    /// `server/discover`, else `initialize` and `notifications/initialized`.
-    async fn handshake(
-        &self,
-        endpoint: &Endpoint,
-        generation: u64,
-    ) -> Result<Connection, CallError> {
-        let modern = Connection {
-            era: Era::V2026,
-            generation,
-        };
-        let id = self.next_id();
-        let mut params = json!({});
-        stamp(&mut params);
-        let extra = headers::routing("server/discover", &params);
-        let message =
-            json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": params});
-        match exchange(endpoint, &modern, id, &message, extra, None, None).await {
-            Ok(answer) if lists_2026(&answer.result) => {
-                tracing::info!(upstream = self.name, "the upstream speaks MCP {V2026}");
-                return Ok(modern);
-            }
-            Ok(_) => {
-                tracing::info!(
-                    upstream = self.name,
-                    "server/discover does not list {V2026}; falling back to initialize"
-                );
-            }
-            Err(failure @ (Failure::Rpc(_) | Failure::Refused(..))) => {
-                tracing::info!(
-                    upstream = self.name,
-                    "server/discover refused ({failure}); falling back to initialize"
-                );
-            }
-            Err(failure) => {
-                return Err(CallError::Unavailable(format!(
-                    "server/discover: {failure}"
-                )));
-            }
-        }
-
-        let legacy = Connection {
-            era: Era::Legacy {
-                version: None,
-                session: None,
-            },
-            generation,
-        };
-        let id = self.next_id();
-        let message = json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "method": "initialize",
-            "params": {"protocolVersion": McpRevision::LATEST_LEGACY.as_str(), "capabilities": {}, "clientInfo": client_info()},
-        });
-        let answer = exchange(endpoint, &legacy, id, &message, Vec::new(), None, None)
-            .await
-            .map_err(|failure| CallError::Unavailable(format!("initialize: {failure}")))?;
-        let version = answer
-            .result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or(McpRevision::LATEST_LEGACY.as_str().unwrap_or_default());
-        let connection = Connection {
-            era: Era::Legacy {
-                version: HeaderValue::from_str(version).ok(),
-                session: answer.session,
-            },
-            generation,
-        };
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        notify(endpoint, &connection, &initialized)
-            .await
-            .map_err(|why| CallError::Unavailable(format!("notifications/initialized: {why}")))?;
-        tracing::info!(
-            upstream = self.name,
-            version,
-            session = connection.has_session(),
-            "the upstream speaks MCP {version}"
-        );
-        Ok(connection)
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamping_keeps_the_progress_token_and_replaces_a_bad_meta() {
-        let mut params = json!({"name": "echo", "_meta": {"progressToken": 3}});
-        stamp(&mut params);
-        assert_eq!(params["_meta"]["progressToken"], 3);
-        assert_eq!(params["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
-        assert_eq!(params["_meta"][meta::CLIENT_CAPABILITIES], json!({}));
-        let mut params = json!({"_meta": [1]});
-        stamp(&mut params);
-        assert_eq!(params["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
-    }
-
-    #[test]
-    fn malformed_errors_become_internal_errors_with_the_original_as_data() {
-        let error = rpc_error(&json!({"code": -32000, "message": "boom", "data": 1}));
-        assert_eq!(error.code.code(), -32000);
-        assert_eq!(error.message, "boom");
-        let error = rpc_error(&json!("nonsense"));
-        assert_eq!(error.code, ErrorCode::InternalError);
-        assert_eq!(error.data, Some(json!("nonsense")));
-    }
-
-    #[test]
-    fn a_bad_url_makes_every_use_unavailable() {
-        let upstream = HttpUpstream::new("bad", "not a url");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let error = runtime.block_on(upstream.list_tools()).unwrap_err();
-        assert!(
-            matches!(&error, CallError::Unavailable(why) if why.contains("invalid URL")),
-            "{error:?}"
-        );
-    }
-}
+mod tests;

@@ -3,6 +3,50 @@
 
 use super::*;
 
+/// How an exchange ended without a result.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// Nothing was processed: the upstream could not be reached, or answered 5xx.
+    Unavailable(String),
+    /// A 4xx without a JSON-RPC error in its body.
+    Refused(StatusCode, String),
+    /// A 404 for a request carrying the session.
+    SessionExpired,
+    /// The upstream's JSON-RPC error.
+    Rpc(JsonRpcError),
+    /// The request was sent, but its answer did not come whole.
+    Lost(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unavailable(why) | Failure::Lost(why) => f.write_str(why),
+            Failure::Refused(status, body) => write!(f, "HTTP {status}: {body}"),
+            Failure::SessionExpired => f.write_str("the session expired (HTTP 404)"),
+            Failure::Rpc(e) => write!(f, "error {}: {}", e.code.code(), e.message),
+        }
+    }
+}
+
+impl From<Failure> for CallError {
+    fn from(failure: Failure) -> CallError {
+        match failure {
+            Failure::Rpc(e) => CallError::Rpc(e),
+            Failure::Lost(why) => CallError::Lost(why),
+            other => CallError::Unavailable(other.to_string()),
+        }
+    }
+}
+
+/// A request's answer.
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub(super) result: Value,
+    /// The `Mcp-Session-Id` the answer carried (for `initialize`).
+    pub(super) session: Option<HeaderValue>,
+}
+
 /// What the gateway says it is.
 pub(super) fn client_info() -> Value {
     json!({"name": "cancelkit-gateway", "version": env!("CARGO_PKG_VERSION")})
