@@ -6,31 +6,16 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Gateway, token};
+use support::Gateway;
 
 /// Runs the check at `revision` against `gateway` as alice; the report.
 fn check(gateway: &Gateway, revision: &str) -> Value {
-    let cancelkit = cancelkit_tests::package_binary("cancelkit-cli", "cancelkit");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
-    let output = Command::new(cancelkit)
-        .args(["check", "mcp", "--url", &gateway.url("/mcp")])
-        .args([
-            "--header",
-            &format!("Authorization: Bearer {}", token("alice")),
-        ])
-        .args(["--revision", revision, "--timeout", "3"])
-        .args(["--tool", "demo-sleep", "--args", r#"{"seconds": 2}"#])
-        .args([
-            "--fast-tool",
-            "demo-echo",
-            "--fast-args",
-            r#"{"text": "x"}"#,
-        ])
+    let output = support::cancelkit_check(gateway, revision)
         .arg("--json")
         .arg(&json)
         .output()

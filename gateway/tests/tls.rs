@@ -23,24 +23,8 @@ fn tls_config(ca: &TestCa) -> String {
 
 /// `cancelkit check mcp` against the gateway's `/mcp` at 2026-07-28, as alice.
 fn check(gateway: &Gateway, extra: &[&str], env: &[(&str, &std::path::Path)]) -> Output {
-    let cancelkit = cancelkit_tests::package_binary("cancelkit-cli", "cancelkit");
-    let mut command = Command::new(cancelkit);
-    command
-        .args(["check", "mcp", "--url", &gateway.url("/mcp")])
-        .args([
-            "--header",
-            &format!("Authorization: Bearer {}", token("alice")),
-        ])
-        .args(["--revision", "2026-07-28", "--timeout", "3"])
-        .args(["--tool", "demo-sleep", "--args", r#"{"seconds": 2}"#])
-        .args([
-            "--fast-tool",
-            "demo-echo",
-            "--fast-args",
-            r#"{"text": "x"}"#,
-        ])
-        .args(extra)
-        .env_remove("SSL_CERT_FILE");
+    let mut command = support::cancelkit_check(gateway, "2026-07-28");
+    command.args(extra).env_remove("SSL_CERT_FILE");
     for (key, value) in env {
         command.env(key, value);
     }

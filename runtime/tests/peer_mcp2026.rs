@@ -14,6 +14,15 @@ use cancelkit::{CancelReason, Cancelled, JsonRpcError};
 use common::{Event, Served, next_event, pair, serve_extended};
 use serde_json::{Value, json};
 
+/// What a negotiating server speaks: every published revision, newest first.
+const EVERY_REVISION: [&str; 5] = [
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+];
+
 const NEGOTIATED: Protocol = Protocol::Mcp(McpRevision::Negotiated);
 const SHORT: Duration = Duration::from_millis(300);
 
@@ -98,16 +107,7 @@ async fn discover_chooses_2026_and_the_runtime_completes_its_result() {
     let answer = discover(&mut s).await;
     let result = &answer["result"];
     assert_eq!(result["resultType"], "complete", "{answer}");
-    assert_eq!(
-        result["supportedVersions"],
-        json!([
-            "2026-07-28",
-            "2025-11-25",
-            "2025-06-18",
-            "2025-03-26",
-            "2024-11-05"
-        ])
-    );
+    assert_eq!(result["supportedVersions"], json!(EVERY_REVISION));
     assert_eq!(result["capabilities"]["tools"], json!({}));
     assert!(result["ttlMs"].is_u64() && result["cacheScope"].is_string());
     assert!(
@@ -171,16 +171,7 @@ async fn requests_without_their_meta_in_another_version_or_of_the_handshake_are_
         .await;
     assert_eq!(later["error"]["code"], -32022, "{later}");
     assert_eq!(later["error"]["data"]["requested"], "2030-01-01");
-    assert_eq!(
-        later["error"]["data"]["supported"],
-        json!([
-            "2026-07-28",
-            "2025-11-25",
-            "2025-06-18",
-            "2025-03-26",
-            "2024-11-05"
-        ])
-    );
+    assert_eq!(later["error"]["data"]["supported"], json!(EVERY_REVISION));
     for method in ["ping", "initialize"] {
         let answer = s
             .wire
@@ -612,13 +603,7 @@ async fn the_client_info_given_to_discover_is_stamped_on_every_later_request() {
     assert_eq!(negotiated.revision, McpRevision::V2026_07_28);
     assert_eq!(
         negotiated.server["supportedVersions"],
-        json!([
-            "2026-07-28",
-            "2025-11-25",
-            "2025-06-18",
-            "2025-03-26",
-            "2024-11-05"
-        ])
+        json!(EVERY_REVISION)
     );
     assert_eq!(negotiated.server["capabilities"], json!({}));
     let echoed: Value = client.handle().request("echo", json!({})).await.unwrap();

@@ -314,3 +314,26 @@ pub async fn metrics(gateway: &Gateway) -> String {
 pub fn tools_call(id: Value, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
 }
+
+/// `cancelkit check mcp` (built from `cli/`) against `gateway`'s `/mcp` at `revision`, as alice
+/// with her token in `--header`: a 2 s `demo-sleep` as the slow call, `demo-echo` as the fast
+/// one, 3 s waits.
+pub fn cancelkit_check(gateway: &Gateway, revision: &str) -> std::process::Command {
+    let cancelkit = cancelkit_tests::package_binary("cancelkit-cli", "cancelkit");
+    let mut command = std::process::Command::new(cancelkit);
+    command
+        .args(["check", "mcp", "--url", &gateway.url("/mcp")])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", token("alice")),
+        ])
+        .args(["--revision", revision, "--timeout", "3"])
+        .args(["--tool", "demo-sleep", "--args", r#"{"seconds": 2}"#])
+        .args([
+            "--fast-tool",
+            "demo-echo",
+            "--fast-args",
+            r#"{"text": "x"}"#,
+        ]);
+    command
+}
