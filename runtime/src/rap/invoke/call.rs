@@ -23,7 +23,7 @@ pub struct Invocation {
 
 impl Invocation {
     /// A call of `operation` without arguments, identified by `thread_id` and `tool_call_id`
-    /// (each 1 to [`MAX_ID_LEN`](super::MAX_ID_LEN) characters of `[A-Za-z0-9._:-]`).
+    /// (each 1 to [`MAX_ID_LEN`](crate::rap::MAX_ID_LEN) characters of `[A-Za-z0-9._:-]`).
     pub fn new(
         operation: impl Into<String>,
         thread_id: impl Into<String>,
