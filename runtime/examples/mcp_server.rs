@@ -12,14 +12,24 @@
 //! asks the client for a `sampling/createMessage` and gives up after `timeout_ms`: the runtime
 //! then sends the client `notifications/cancelled` for it.
 //!
+//! With `--http ADDR` it serves the same router over Streamable HTTP at `http://ADDR/mcp`
+//! instead ([`McpHttpServer`]: sessions for `initialize`, 2026-07-28 requests without one,
+//! keep-alive comments, resumable streams, loopback-only origins and hosts) and prints
+//! `listening on http://ADDR/mcp` (the address bound) on stdout.
+//!
 //! ```text
-//! cargo run -p cancelkit --example mcp_server
+//! cargo run -p cancelkit --features http --example mcp_server
+//! cargo run -p cancelkit --features http --example mcp_server -- --http 127.0.0.1:8080
 //! ```
 
 use std::time::{Duration, Instant};
 
-use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
+use std::io::Write;
+
+use cancelkit::http::server::McpHttpServer;
+use cancelkit::peer::{Context, McpRevision, Peer, PeerBuilder, Protocol, Router};
 use cancelkit::wire::meta::SERVER_INFO;
+use cancelkit::wire::origin::OriginPolicy;
 use cancelkit::{JsonRpcError, cancellable};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -185,10 +195,44 @@ async fn main() {
             "notifications/initialized",
             |_: Value, _cx: Context| async {},
         );
-    let peer = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
+    let builder = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
         .task_tools(["sleep"])
-        .router(router)
-        .connect(tokio::io::stdin(), tokio::io::stdout());
-    tracing::info!("mcp_server ready on stdio");
-    peer.closed().await;
+        .router(router);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => {
+            let peer = builder.connect(tokio::io::stdin(), tokio::io::stdout());
+            tracing::info!("mcp_server ready on stdio");
+            peer.closed().await;
+        }
+        [flag, addr] if flag == "--http" => {
+            if let Err(error) = serve_http(builder, addr).await {
+                eprintln!("mcp_server: {error}");
+                std::process::exit(1);
+            }
+        }
+        _ => {
+            eprintln!("usage: mcp_server [--http ADDR]");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Serves the router over Streamable HTTP at `http://ADDR/mcp` until killed.
+async fn serve_http(builder: PeerBuilder, addr: &str) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let mut policy = OriginPolicy::new();
+    if bound.ip().is_loopback() {
+        // DNS rebinding: a page served elsewhere must not reach a loopback server by name.
+        policy = policy.loopback_hosts();
+    }
+    let app = McpHttpServer::new(builder)
+        .origin_policy(policy)
+        .into_router();
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on http://{bound}/mcp")?;
+    stdout.flush()?;
+    tracing::info!(%bound, "mcp_server ready on Streamable HTTP");
+    axum::serve(listener, app).await
 }

@@ -42,6 +42,8 @@ pub mod __fuzz;
 pub mod acp;
 mod cancelled;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod peer;
 #[cfg(all(unix, feature = "rap"))]
 pub mod rap;

@@ -67,10 +67,24 @@ pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
     example_in_profile(name, features, &test_profile())
 }
 
+/// The runtime's features an example needs (its `required-features`), added to every build of
+/// it: an example built once with and once without them would be two binaries at one path.
+const EXAMPLE_FEATURES: &[(&str, &[&str])] = &[("mcp_server", &["http"])];
+
 /// Builds one of the runtime's examples in the cargo profile `profile` (`release` for the
 /// benchmarks, whose binary does not sit where a test binary does) and returns its path.
 pub fn example_in_profile(name: &str, features: &[&str], profile: &str) -> PathBuf {
-    build_example("cancelkit", name, features, profile)
+    let mut features = features.to_vec();
+    for (example, required) in EXAMPLE_FEATURES {
+        if *example == name {
+            for feature in *required {
+                if !features.contains(feature) {
+                    features.push(feature);
+                }
+            }
+        }
+    }
+    build_example("cancelkit", name, &features, profile)
 }
 
 /// Like [`example`], for an example of another workspace package (such as `cancelkit-cli`).

@@ -137,6 +137,13 @@ impl McpRevision {
         !matches!(self, McpRevision::V2024_11_05 | McpRevision::Negotiated)
     }
 
+    /// Whether a server opening an event stream of a session first sends a priming event (an
+    /// event id and no data), so the client can resume the stream from its very start
+    /// (2025-11-25; 2026-07-28 has no sessions, so no resumable streams).
+    pub const fn has_priming_event(self) -> bool {
+        matches!(self, McpRevision::V2025_11_25)
+    }
+
     /// Whether an HTTP client names the revision in `MCP-Protocol-Version` on every request
     /// after the handshake (2025-06-18 and later).
     pub const fn has_protocol_version_header(self) -> bool {

@@ -262,6 +262,26 @@ impl PeerBuilder {
         self
     }
 
+    /// The longest message the peer may write: a transport reading its output as lines
+    /// bounds them by this.
+    #[cfg(feature = "http")]
+    pub(crate) fn output_limit(&self) -> usize {
+        self.max_frame_len.max(self.max_output_bytes)
+    }
+
+    /// How many requests a transport keeps routes for: the peer's own bound, plus room for
+    /// the requests beyond it that the peer refuses with -32050 (so clients see its refusal).
+    #[cfg(feature = "http")]
+    pub(crate) fn request_limit(&self) -> usize {
+        self.max_in_flight.saturating_add(64)
+    }
+
+    /// The largest message accepted, in bytes.
+    #[cfg(feature = "http")]
+    pub(crate) fn frame_limit(&self) -> usize {
+        self.max_frame_len
+    }
+
     /// Starts serving the connection: spawns its reader and writer tasks on the current tokio
     /// runtime.
     pub fn connect<Rd, Wr>(self, reader: Rd, writer: Wr) -> Peer

@@ -360,7 +360,7 @@ fn is_task_request(rules: &Rules, method: &str, params: Option<&RawValue>) -> bo
 }
 
 /// The `_meta.progressToken` of a request's params, if they carry one.
-fn progress_token_of(params: Option<&RawValue>) -> Option<RequestId> {
+pub(crate) fn progress_token_of(params: Option<&RawValue>) -> Option<RequestId> {
     #[derive(serde::Deserialize)]
     struct Params {
         #[serde(rename = "_meta")]

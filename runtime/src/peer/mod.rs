@@ -72,6 +72,8 @@ pub use builder::{
 };
 pub use disconnect::{DisconnectPolicy, ReasonPolicy};
 pub use framing::Framing;
+#[cfg(feature = "http")]
+pub(crate) use handle::progress_token_of;
 pub use handle::{MAX_ABANDONED_TASKS, MAX_PROGRESS_TOKENS, PeerHandle};
 pub use negotiate::{DEFAULT_DISCOVER_TIMEOUT, Negotiated};
 pub use outgoing::{OutgoingRequest, RequestError};

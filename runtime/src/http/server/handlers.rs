@@ -1,0 +1,603 @@
+//! `POST`, `GET` and `DELETE` on the served path.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State as AxumState;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
+use cancelkit_wire::{McpRevision, headers as mcp_headers, sse};
+use serde_json::value::RawValue;
+
+use super::State;
+use super::conn::{Admitted, Conn, Kind, Refusal};
+use super::session::Session;
+use super::stream::{self, BodyOptions, Event};
+use crate::JsonRpcError;
+use crate::peer::wire::{self, Incoming};
+
+type Shared = AxumState<Arc<State>>;
+
+/// A response whose body is one JSON-RPC error.
+fn rpc_error(status: StatusCode, id: Option<&RequestId>, code: i64, message: &str) -> Response {
+    let error = JsonRpcError::new(ErrorCode::from(code), message);
+    json(status, wire::error(id, &error))
+}
+
+fn json(status: StatusCode, body: impl Into<Body>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.into(),
+    )
+        .into_response()
+}
+
+/// DNS-rebinding protection: the refusal, if the request is refused.
+fn check_origin(state: &State, headers: &HeaderMap) -> Option<Response> {
+    let value = |name| headers.get(name).map(HeaderValue::as_bytes);
+    let refused = state
+        .options
+        .origin
+        .check(value(header::ORIGIN), value(header::HOST))
+        .err()?;
+    Some((StatusCode::FORBIDDEN, refused.to_string()).into_response())
+}
+
+/// Whether the client takes JSON, and event streams (no `Accept`: both).
+fn accepts(headers: &HeaderMap) -> (bool, bool) {
+    let mut values = headers.get_all(header::ACCEPT).iter().peekable();
+    if values.peek().is_none() {
+        return (true, true);
+    }
+    let (mut json, mut sse) = (false, false);
+    for range in values
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+    {
+        let media = range.split(';').next().unwrap_or_default().trim();
+        let media = media.to_ascii_lowercase();
+        json |= matches!(media.as_str(), "application/json" | "application/*" | "*/*");
+        sse |= matches!(media.as_str(), sse::CONTENT_TYPE | "text/*" | "*/*");
+    }
+    (json, sse)
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn session_header(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(mcp_headers::SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// The protocol version a 2026-07-28 request's `_meta` names, if it names one.
+fn stamped_version(params: Option<&RawValue>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+        version: Option<String>,
+    }
+    let params = params?;
+    if !wire::may_have_key(params, cancelkit_wire::meta::PROTOCOL_VERSION) {
+        return None;
+    }
+    serde_json::from_str::<Params>(params.get())
+        .ok()?
+        .meta?
+        .version
+}
+
+/// Where a POST goes.
+enum Target {
+    /// `initialize` without a session: a new one.
+    NewSession,
+    Session(Arc<Session>),
+    /// The peer of 2026-07-28 requests.
+    Shared(Arc<Conn>),
+}
+
+fn target(
+    state: &State,
+    headers: &HeaderMap,
+    id: Option<&RequestId>,
+    method: Option<&str>,
+    params: Option<&RawValue>,
+) -> Result<Target, Box<Response>> {
+    if let Some(session_id) = session_header(headers) {
+        return match state.sessions.get(session_id) {
+            Some(session) => Ok(Target::Session(session)),
+            None => Err(Box::new(rpc_error(
+                StatusCode::NOT_FOUND,
+                id,
+                -32001,
+                "Session not found: it ended or never existed; send initialize for a new one",
+            ))),
+        };
+    }
+    match method {
+        Some("initialize") if id.is_some() => Ok(Target::NewSession),
+        Some("server/discover") => Ok(Target::Shared(state.shared_conn())),
+        Some(_) if stamped_version(params).is_some() => Ok(Target::Shared(state.shared_conn())),
+        _ => Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            -32600,
+            "Bad Request: no Mcp-Session-Id header; send initialize first, or stamp the request \
+             for MCP 2026-07-28 (params._meta)",
+        ))),
+    }
+}
+
+/// `MCP-Protocol-Version` (and at 2026-07-28 the routing headers) must agree with what is in
+/// force: the session's revision, or what the request is stamped with.
+fn check_headers(
+    headers: &HeaderMap,
+    target: &Target,
+    request: Option<(&RequestId, &str, Option<&RawValue>)>,
+) -> Option<Response> {
+    let sent = headers
+        .get(mcp_headers::PROTOCOL_VERSION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let id = request.map(|(id, ..)| id);
+    match target {
+        Target::NewSession => None,
+        Target::Session(session) => {
+            let sent = sent?;
+            let agreed = session.version.get()?;
+            (sent != *agreed).then(|| {
+                rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    -32600,
+                    &format!(
+                        "Bad Request: MCP-Protocol-Version is {sent:?} but the session speaks {agreed}"
+                    ),
+                )
+            })
+        }
+        Target::Shared(_) => {
+            let (_, method, params) = request?;
+            let stamped = stamped_version(params)
+                .unwrap_or_else(|| McpRevision::V2026_07_28.text().to_owned());
+            if let Some(sent) = sent.filter(|sent| *sent != stamped) {
+                return Some(rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    mcp_headers::HEADER_MISMATCH,
+                    &format!(
+                        "MCP-Protocol-Version is {sent:?} but the request is stamped {stamped}"
+                    ),
+                ));
+            }
+            if !headers.contains_key(mcp_headers::MCP_METHOD) {
+                return None;
+            }
+            let params: serde_json::Value = params
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_default();
+            let mismatch = mcp_headers::check(headers, method, &params, &[]).err()?;
+            Some(rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                mcp_headers::HEADER_MISMATCH,
+                &mismatch.to_string(),
+            ))
+        }
+    }
+}
+
+/// `POST`: one JSON-RPC message.
+pub(super) async fn post(AxumState(state): Shared, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refused) = check_origin(&state, &headers) {
+        return refused;
+    }
+    let (takes_json, takes_sse) = accepts(&headers);
+    if !takes_json && !takes_sse {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            -32600,
+            "Not Acceptable: the client must accept application/json and text/event-stream",
+        );
+    }
+    if !is_json(&headers) {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            -32600,
+            "Unsupported Media Type: the body must be application/json",
+        );
+    }
+    match wire::parse(&body) {
+        Incoming::Invalid { id, error } => {
+            json(StatusCode::BAD_REQUEST, wire::error(id.as_ref(), &error))
+        }
+        Incoming::Ignored(why) => rpc_error(StatusCode::BAD_REQUEST, None, -32600, why),
+        Incoming::Request { id, method, params } => {
+            let target = match target(&state, &headers, Some(&id), Some(&method), params) {
+                Ok(target) => target,
+                Err(refused) => return *refused,
+            };
+            if let Some(refused) = check_headers(&headers, &target, Some((&id, &method, params))) {
+                return refused;
+            }
+            let call = Call {
+                id: &id,
+                method: &method,
+                params,
+                body: &body,
+                takes_json,
+                takes_sse,
+            };
+            match target {
+                Target::NewSession => initialize(&state, call).await,
+                Target::Session(session) => {
+                    let conn = Arc::clone(&session.conn);
+                    request(&state, &conn, Some(&session), call).await
+                }
+                Target::Shared(conn) => request(&state, &conn, None, call).await,
+            }
+        }
+        Incoming::Notification { method, params } => {
+            let target = match target(&state, &headers, None, Some(&method), params) {
+                Ok(target) => target,
+                Err(refused) => return *refused,
+            };
+            if let Some(refused) = check_headers(&headers, &target, None) {
+                return refused;
+            }
+            notification(target, &method, params, &body).await
+        }
+        Incoming::Response { id, .. } => {
+            match target(&state, &headers, None, None, None) {
+                Ok(Target::Session(session)) => {
+                    session.conn.answered(&id);
+                    session.conn.send(&body).await;
+                }
+                Ok(_) => tracing::debug!(%id, "a response outside a session; dropped"),
+                Err(refused) => return *refused,
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
+    }
+}
+
+async fn notification(
+    target: Target,
+    method: &str,
+    params: Option<&RawValue>,
+    body: &[u8],
+) -> Response {
+    match target {
+        Target::Session(session) => {
+            if method == "notifications/cancelled" {
+                // The cancelled request's stream ends without a response, as MCP wants.
+                if let Some(id) = params.and_then(|p| cancelled_id(p.get())) {
+                    session.conn.forget(&id);
+                }
+            }
+            session.conn.send(body).await;
+        }
+        // 2026-07-28 cancels by closing the stream; ids on this peer are ours anyway.
+        Target::Shared(_) if method == "notifications/cancelled" => {}
+        Target::Shared(conn) => {
+            conn.send(body).await;
+        }
+        Target::NewSession => {}
+    }
+    StatusCode::ACCEPTED.into_response()
+}
+
+fn cancelled_id(params: &str) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled {
+        #[serde(rename = "requestId")]
+        id: RequestId,
+    }
+    serde_json::from_str::<Cancelled>(params).ok().map(|c| c.id)
+}
+
+/// A request as it came.
+struct Call<'a> {
+    id: &'a RequestId,
+    method: &'a str,
+    params: Option<&'a RawValue>,
+    body: &'a Bytes,
+    takes_json: bool,
+    takes_sse: bool,
+}
+
+fn refusal(id: &RequestId, refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::DuplicateId => rpc_error(
+            StatusCode::BAD_REQUEST,
+            Some(id),
+            -32600,
+            "Invalid request: a request with this id is already in flight in this session",
+        ),
+        Refusal::Full => rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(id),
+            -32050,
+            "Server overloaded: too many requests in flight",
+        ),
+        Refusal::Closed => rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(id),
+            -32603,
+            "the server is closing this connection",
+        ),
+    }
+}
+
+/// Cancels a 2026-07-28 request when its response stream goes away unanswered.
+struct CancelOnDrop {
+    conn: Arc<Conn>,
+    id: RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.conn.kind != Kind::Shared || !self.conn.forget(&self.id) {
+            return;
+        }
+        let params = serde_json::json!({
+            "requestId": self.id,
+            "reason": "the client closed the response stream",
+        });
+        let message =
+            wire::notification("notifications/cancelled", wire::params(&params).as_deref());
+        let conn = Arc::clone(&self.conn);
+        tokio::spawn(async move { conn.send(&message).await });
+    }
+}
+
+async fn request(
+    state: &State,
+    conn: &Arc<Conn>,
+    session: Option<&Session>,
+    call: Call<'_>,
+) -> Response {
+    let resumable = session.is_some() && state.options.replay > 0;
+    let (message, admitted) = match conn.admit(call.id, call.method, call.params, resumable) {
+        Ok(admitted) => admitted,
+        Err(refused) => return refusal(call.id, refused),
+    };
+    let Admitted { stream, id } = admitted;
+    let Ok(mut events) = stream.attach(None) else {
+        unreachable!("a new stream has nothing to resume")
+    };
+    let guard = CancelOnDrop {
+        conn: Arc::clone(conn),
+        id,
+    };
+    let message = if message.is_empty() {
+        &call.body[..]
+    } else {
+        &message[..]
+    };
+    if !conn.send(message).await {
+        conn.forget(&guard.id);
+        return refusal(call.id, Refusal::Closed);
+    }
+    let options = BodyOptions {
+        ids: resumable,
+        prime: resumable && session.is_some_and(Session::primes),
+        keep_alive: state.options.keep_alive,
+    };
+    let stream_now = !call.takes_json
+        || (call.takes_sse
+            && state
+                .options
+                .stream_methods
+                .iter()
+                .any(|m| m == call.method));
+    if stream_now {
+        return event_stream(stream.id, None, events, options, guard);
+    }
+    // JSON unless something comes before the response. While waiting, this future holds the
+    // guard: a client that goes away drops it.
+    loop {
+        match events.recv().await {
+            Some(event) if event.last => {
+                drop(guard);
+                return json(StatusCode::OK, event.data);
+            }
+            Some(event) if call.takes_sse => {
+                return event_stream(stream.id, Some(event), events, options, guard);
+            }
+            // A client that takes only JSON gets only the response.
+            Some(_) => {}
+            // Cancelled by the client in its session: no response, as MCP wants.
+            None => return StatusCode::ACCEPTED.into_response(),
+        }
+    }
+}
+
+fn event_stream<G: Send + 'static>(
+    stream_id: u64,
+    first: Option<Event>,
+    events: tokio::sync::mpsc::Receiver<Event>,
+    options: BodyOptions,
+    guard: G,
+) -> Response {
+    let body = stream::body(stream_id, first, events, options, guard);
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, sse::CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// `initialize` without a session: a new session, kept if the peer agrees.
+async fn initialize(state: &State, call: Call<'_>) -> Response {
+    let conn = state.session_conn();
+    let session = match state.sessions.create(Arc::clone(&conn)) {
+        Ok(session) => session,
+        Err(_) => {
+            conn.peer.close();
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(call.id),
+                -32050,
+                "Server overloaded: too many sessions",
+            );
+        }
+    };
+    let (_, admitted) = match conn.admit(call.id, call.method, call.params, false) {
+        Ok(admitted) => admitted,
+        Err(refused) => return refusal(call.id, refused),
+    };
+    let Ok(mut events) = admitted.stream.attach(None) else {
+        unreachable!("a new stream has nothing to resume")
+    };
+    conn.send(call.body).await;
+    let answer = loop {
+        match events.recv().await {
+            Some(event) if event.last => break Some(event.data),
+            Some(_) => {}
+            None => break None,
+        }
+    };
+    let Some(answer) = answer else {
+        state.sessions.remove(&session.id);
+        return refusal(call.id, Refusal::Closed);
+    };
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Option<Agreed>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Agreed {
+        #[serde(rename = "protocolVersion")]
+        version: String,
+    }
+    let agreed = serde_json::from_slice::<Answer>(&answer)
+        .ok()
+        .and_then(|a| a.result);
+    let Some(agreed) = agreed else {
+        // Refused: no session.
+        state.sessions.remove(&session.id);
+        return json(StatusCode::OK, answer);
+    };
+    let _ = session.version.set(agreed.version);
+    let mut response = json(StatusCode::OK, answer);
+    if let Ok(value) = HeaderValue::from_str(&session.id) {
+        response
+            .headers_mut()
+            .insert(mcp_headers::SESSION_ID, value);
+    }
+    response
+}
+
+/// `GET`: a session's stream, or the resumption of one of its streams (`Last-Event-ID`).
+pub(super) async fn get(AxumState(state): Shared, headers: HeaderMap) -> Response {
+    if let Some(refused) = check_origin(&state, &headers) {
+        return refused;
+    }
+    if !accepts(&headers).1 {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            -32600,
+            "Not Acceptable: a GET stream is text/event-stream",
+        );
+    }
+    let Some(session_id) = session_header(&headers) else {
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, "POST, DELETE")],
+            "GET opens a session's stream: it needs Mcp-Session-Id (2026-07-28 has no such stream)",
+        )
+            .into_response();
+    };
+    let target = match target(&state, &headers, None, None, None) {
+        Ok(target) => target,
+        Err(refused) => return *refused,
+    };
+    if let Some(refused) = check_headers(&headers, &target, None) {
+        return refused;
+    }
+    let Target::Session(session) = target else {
+        unreachable!("a session header names a session or is refused: {session_id}")
+    };
+    let conn = &session.conn;
+    let resumable = state.options.replay > 0;
+    let options = BodyOptions {
+        ids: resumable,
+        prime: resumable && session.primes(),
+        keep_alive: state.options.keep_alive,
+    };
+    let Some(last) = headers.get(mcp_headers::LAST_EVENT_ID) else {
+        let Some(standalone) = &conn.standalone else {
+            unreachable!("sessions have a stream of their own")
+        };
+        let events = standalone.attach_fresh();
+        return event_stream(standalone.id, None, events, options, ());
+    };
+    let resumed = last
+        .to_str()
+        .ok()
+        .and_then(stream::parse_event_id)
+        .and_then(|(stream_id, seq)| {
+            let stream = conn.stream(stream_id)?;
+            let events = stream.attach(Some(seq)).ok()?;
+            Some((stream, events))
+        });
+    match resumed {
+        Some((stream, events)) => event_stream(
+            stream.id,
+            None,
+            events,
+            BodyOptions {
+                prime: false,
+                ..options
+            },
+            (),
+        ),
+        None => rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "Bad Request: the stream of this Last-Event-ID cannot be resumed (unknown, or its \
+             events are no longer kept)",
+        ),
+    }
+}
+
+/// `DELETE`: ends the session.
+pub(super) async fn delete(AxumState(state): Shared, headers: HeaderMap) -> Response {
+    if let Some(refused) = check_origin(&state, &headers) {
+        return refused;
+    }
+    let Some(session_id) = session_header(&headers) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "Bad Request: DELETE ends a session and needs Mcp-Session-Id",
+        );
+    };
+    if state.sessions.remove(session_id) {
+        StatusCode::OK.into_response()
+    } else {
+        rpc_error(StatusCode::NOT_FOUND, None, -32001, "Session not found")
+    }
+}

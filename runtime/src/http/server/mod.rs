@@ -1,0 +1,225 @@
+//! The server side of MCP over Streamable HTTP: [`McpHttpServer`], an axum service serving a
+//! cancelkit [`Router`](crate::peer::Router) with the rules and bounds of the stdio peer.
+//!
+//! Every client message goes into a [`Peer`](crate::peer::Peer) built from the
+//! [`PeerBuilder`] you give, exactly as it would on stdio; the HTTP side only decides which
+//! peer and which response stream:
+//!
+//! - **2025-11-25 and earlier**: `initialize` (a POST without `Mcp-Session-Id`) opens a
+//!   session with a peer of its own, named in the response's `Mcp-Session-Id`. Later POSTs name
+//!   it; `GET` opens the session's stream for messages that belong to no request; `DELETE`
+//!   ends the session, cancelling what it runs. `notifications/cancelled` is the cancel: the
+//!   request's stream ends without a response. A response stream that breaks is *not* a
+//!   cancel: its events wait in a bounded replay buffer, and a `GET` with `Last-Event-ID`
+//!   resumes it (from 2025-11-25 on, every stream starts with a priming event, so it can be
+//!   resumed before its first message).
+//! - **2026-07-28**: no sessions. A request stamped with 2026-07-28 `_meta` (or
+//!   `server/discover`) goes to one peer shared by every such request, under an id of ours;
+//!   closing its response stream is its cancel.
+//!
+//! Answers: a request whose method is in [`stream_methods`](McpHttpServer::stream_methods)
+//! (`tools/call` by default) gets an event stream at once; any other gets its response as JSON
+//! unless something comes before it (progress, a request of ours), which makes it a stream.
+//! Streams carry a keep-alive comment every [`keep_alive`](McpHttpServer::keep_alive) while
+//! idle, so a proxy's idle timeout never closes — and at 2026-07-28, cancels — a long call.
+//!
+//! Every request is checked against DNS rebinding first ([`OriginPolicy`]: by default only
+//! loopback origins, and loopback hosts on a loopback-bound server are the caller's to add).
+//!
+//! | bound | default | at the bound |
+//! |---|---|---|
+//! | [`max_sessions`](McpHttpServer::max_sessions) | 1024 | idle sessions are ended first; else `initialize` gets 503 and -32050 |
+//! | [`session_idle`](McpHttpServer::session_idle) | 30 min | a session with nothing in flight and no stream open for that long is ended |
+//! | [`replay_events`](McpHttpServer::replay_events) | 64 per stream | the oldest event goes (never the response); resuming from before it gets 400 |
+//! | requests in flight per peer | the builder's `max_in_flight` | 503 and -32050 |
+//! | a body | the builder's `max_frame_len` | 413 |
+//! | events waiting for a client that does not read | 256 | its connection is dropped (a 2026-07-28 request is cancelled; a session's stream can be resumed) |
+
+mod conn;
+mod handlers;
+mod session;
+mod stream;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::post;
+use cancelkit_wire::origin::OriginPolicy;
+
+use crate::peer::PeerBuilder;
+use conn::{Conn, Kind};
+use session::Sessions;
+
+/// How often an idle stream carries a keep-alive comment by default.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Sessions held at most by default.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// How long a session may stay idle by default before it is ended.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Events each stream of a session keeps for resumption by default.
+pub const DEFAULT_REPLAY_EVENTS: usize = 64;
+/// The path served by default.
+pub const DEFAULT_PATH: &str = "/mcp";
+
+/// Serves a cancelkit `Router` over Streamable HTTP; see the [module documentation](self).
+///
+/// ```no_run
+/// use cancelkit::http::server::McpHttpServer;
+/// use cancelkit::peer::{McpRevision, Peer, Protocol, Router};
+///
+/// # async fn run(router: Router) -> std::io::Result<()> {
+/// let builder = Peer::builder(Protocol::Mcp(McpRevision::Negotiated)).router(router);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, McpHttpServer::new(builder).into_router()).await
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct McpHttpServer {
+    builder: PeerBuilder,
+    options: Options,
+}
+
+#[derive(Debug, Clone)]
+struct Options {
+    path: String,
+    keep_alive: Option<Duration>,
+    origin: OriginPolicy,
+    max_sessions: usize,
+    session_idle: Duration,
+    replay: usize,
+    stream_methods: Vec<String>,
+}
+
+impl McpHttpServer {
+    /// A server whose peers are built by `builder` (its router, its bounds, its MCP options).
+    pub fn new(builder: PeerBuilder) -> McpHttpServer {
+        McpHttpServer {
+            builder,
+            options: Options {
+                path: DEFAULT_PATH.to_owned(),
+                keep_alive: Some(DEFAULT_KEEP_ALIVE),
+                origin: OriginPolicy::new(),
+                max_sessions: DEFAULT_MAX_SESSIONS,
+                session_idle: DEFAULT_SESSION_IDLE,
+                replay: DEFAULT_REPLAY_EVENTS,
+                stream_methods: vec!["tools/call".to_owned()],
+            },
+        }
+    }
+
+    /// The path to serve (default [`DEFAULT_PATH`]).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.options.path = path.into();
+        self
+    }
+
+    /// The keep-alive comment interval on idle streams (default [`DEFAULT_KEEP_ALIVE`]);
+    /// `None` sends none.
+    pub fn keep_alive(mut self, every: Option<Duration>) -> Self {
+        self.options.keep_alive = every.map(|d| d.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// Which `Origin` and `Host` values are accepted (default: loopback origins only, any
+    /// host). A server bound to loopback should also check hosts
+    /// ([`OriginPolicy::loopback_hosts`]).
+    pub fn origin_policy(mut self, policy: OriginPolicy) -> Self {
+        self.options.origin = policy;
+        self
+    }
+
+    /// Sessions held at most (default [`DEFAULT_MAX_SESSIONS`]).
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.options.max_sessions = sessions.max(1);
+        self
+    }
+
+    /// How long a session with nothing in flight and no stream open lives on (default
+    /// [`DEFAULT_SESSION_IDLE`]).
+    pub fn session_idle(mut self, idle: Duration) -> Self {
+        self.options.session_idle = idle.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Events each stream of a session keeps for a client to resume it (default
+    /// [`DEFAULT_REPLAY_EVENTS`], at most 256); 0 makes streams not resumable.
+    pub fn replay_events(mut self, events: usize) -> Self {
+        self.options.replay = events.min(stream::LIVE_QUEUE);
+        self
+    }
+
+    /// The methods answered with an event stream at once (default `tools/call`), so their
+    /// progress flows and, at 2026-07-28, closing the stream can cancel them.
+    pub fn stream_methods<I, S>(mut self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.options.stream_methods = methods.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The axum router serving the path: `POST`, `GET` and `DELETE`.
+    pub fn into_router(self) -> axum::Router {
+        let body_limit = self.builder.frame_limit();
+        let path = self.options.path.clone();
+        let state = Arc::new(State::new(self));
+        axum::Router::new()
+            .route(
+                &path,
+                post(handlers::post)
+                    .get(handlers::get)
+                    .delete(handlers::delete),
+            )
+            .layer(DefaultBodyLimit::max(body_limit))
+            .with_state(state)
+    }
+}
+
+/// What the handlers share.
+struct State {
+    builder: PeerBuilder,
+    options: Options,
+    sessions: Arc<Sessions>,
+    shared: Mutex<Option<Arc<Conn>>>,
+    max_requests: usize,
+}
+
+impl State {
+    fn new(server: McpHttpServer) -> State {
+        let options = server.options;
+        State {
+            max_requests: server.builder.request_limit(),
+            sessions: Sessions::new(options.max_sessions, options.session_idle),
+            builder: server.builder,
+            options,
+            shared: Mutex::new(None),
+        }
+    }
+
+    /// The peer of 2026-07-28 requests, started (again) when there is none.
+    fn shared_conn(&self) -> Arc<Conn> {
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        match shared.as_ref() {
+            Some(conn) if !conn.is_closed() => Arc::clone(conn),
+            _ => {
+                let (conn, _peer) =
+                    Conn::start(Kind::Shared, self.builder.clone(), 0, self.max_requests);
+                *shared = Some(Arc::clone(&conn));
+                conn
+            }
+        }
+    }
+
+    /// A new session's peer.
+    fn session_conn(&self) -> Arc<Conn> {
+        Conn::start(
+            Kind::Session,
+            self.builder.clone(),
+            self.options.replay,
+            self.max_requests,
+        )
+        .0
+    }
+}

@@ -1,0 +1,144 @@
+//! 2025-11-25 sessions: one [`Conn`] each, named by an unguessable `Mcp-Session-Id`, bounded
+//! in number, and ended by `DELETE` or by staying idle too long.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use cancelkit_wire::McpRevision;
+
+use super::conn::Conn;
+
+/// One session.
+pub(super) struct Session {
+    pub(super) id: String,
+    pub(super) conn: Arc<Conn>,
+    /// The revision `initialize` agreed on; set once it is answered.
+    pub(super) version: OnceLock<String>,
+    last_used: Mutex<Instant>,
+}
+
+impl Session {
+    /// Whether its events start with a priming event (2025-11-25 on).
+    pub(super) fn primes(&self) -> bool {
+        self.version
+            .get()
+            .and_then(|v| v.parse::<McpRevision>().ok())
+            .is_some_and(McpRevision::has_priming_event)
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    /// Idle: nothing in flight, no stream attached, and no request for `limit`.
+    fn expired(&self, limit: Duration) -> bool {
+        self.conn.is_closed()
+            || (self.conn.requests() == 0
+                && !self.conn.standalone.as_ref().is_some_and(|s| s.attached())
+                && self.idle_for() >= limit)
+    }
+}
+
+/// Every session of a server.
+pub(super) struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    max: usize,
+    idle: Duration,
+    sweeper: OnceLock<()>,
+}
+
+/// The server holds as many sessions as it may.
+#[derive(Debug)]
+pub(super) struct TooMany;
+
+impl Sessions {
+    pub(super) fn new(max: usize, idle: Duration) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            map: Mutex::new(HashMap::new()),
+            max,
+            idle,
+            sweeper: OnceLock::new(),
+        })
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new session around `conn`; sessions that expired make room first.
+    pub(super) fn create(self: &Arc<Self>, conn: Arc<Conn>) -> Result<Arc<Session>, TooMany> {
+        self.start_sweeper();
+        let mut map = self.map();
+        if map.len() >= self.max {
+            Self::sweep_locked(&mut map, self.idle);
+        }
+        if map.len() >= self.max {
+            return Err(TooMany);
+        }
+        let session = Arc::new(Session {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            conn,
+            version: OnceLock::new(),
+            last_used: Mutex::new(Instant::now()),
+        });
+        map.insert(session.id.clone(), Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// The session named `id`, marked used.
+    pub(super) fn get(&self, id: &str) -> Option<Arc<Session>> {
+        let session = self.map().get(id).cloned()?;
+        if session.conn.is_closed() {
+            self.map().remove(id);
+            return None;
+        }
+        session.touch();
+        Some(session)
+    }
+
+    /// Ends the session named `id`: its peer closes, cancelling what it runs.
+    pub(super) fn remove(&self, id: &str) -> bool {
+        let Some(session) = self.map().remove(id) else {
+            return false;
+        };
+        session.conn.peer.close();
+        true
+    }
+
+    fn sweep_locked(map: &mut HashMap<String, Arc<Session>>, idle: Duration) {
+        map.retain(|_, session| {
+            let expired = session.expired(idle);
+            if expired {
+                tracing::info!(session = %session.id, "session expired");
+                session.conn.peer.close();
+            }
+            !expired
+        });
+    }
+
+    /// Ends idle sessions every quarter of the idle limit, for as long as the server lives.
+    fn start_sweeper(self: &Arc<Self>) {
+        self.sweeper.get_or_init(|| {
+            let sessions: Weak<Sessions> = Arc::downgrade(self);
+            let every = (self.idle / 4).max(Duration::from_millis(100));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(sessions) = sessions.upgrade() else {
+                        return;
+                    };
+                    let idle = sessions.idle;
+                    Self::sweep_locked(&mut sessions.map(), idle);
+                }
+            });
+        });
+    }
+}
