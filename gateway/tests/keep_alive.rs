@@ -13,45 +13,12 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use support::http::{sleep_call, stamped, until_stderr};
 use support::{Gateway, Options, client, config, token};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 /// How long the proxy lets the gateway stay silent.
 const IDLE_CUT: Duration = Duration::from_millis(500);
 
-/// A TCP proxy to `target` that closes a connection once the server side has sent nothing for
-/// [`IDLE_CUT`], as a load balancer's idle timeout does. Returns its address.
 async fn idle_cutting_proxy(target: String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let target = target.clone();
-            tokio::spawn(async move {
-                let Ok(server) = TcpStream::connect(&target).await else {
-                    return;
-                };
-                let (mut client_read, mut client_write) = client.into_split();
-                let (mut server_read, mut server_write) = server.into_split();
-                let upstream = tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
-                });
-                let mut buffer = vec![0u8; 16 << 10];
-                loop {
-                    match tokio::time::timeout(IDLE_CUT, server_read.read(&mut buffer)).await {
-                        Ok(Ok(n)) if n > 0 => {
-                            if client_write.write_all(&buffer[..n]).await.is_err() {
-                                break;
-                            }
-                        }
-                        _ => break, // idle too long, or closed
-                    }
-                }
-                upstream.abort();
-            });
-        }
-    });
-    format!("http://{address}")
+    cancelkit_tests::proxy::idle_cutting(target, IDLE_CUT).await
 }
 
 /// POSTs a stamped (2026-07-28) 1.5 s `demo-sleep` to `/mcp` at `base`; the messages and the

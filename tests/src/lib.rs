@@ -1,7 +1,7 @@
 //! Shared helpers for cancelkit's cross-crate tests and benchmarks: loading `schema/` and
 //! validating instances against one definition with the `jsonschema` crate (feature `schema`, on
 //! by default), comparing JSON the way the wire does, building the runtime's examples in the
-//! tests' own profile, the pinned Node peers, headless Chromium ([`chromium`]), and a counting global
+//! tests' own profile, the pinned Node peers, an idle-cutting proxy ([`proxy`]), headless Chromium ([`chromium`]), and a counting global
 //! allocator ([`alloc`]).
 
 pub mod alloc;
@@ -9,6 +9,7 @@ pub mod apt;
 pub mod chromium;
 pub mod load;
 pub mod node;
+pub mod proxy;
 pub mod python;
 pub mod redis;
 #[cfg(feature = "schema")]
