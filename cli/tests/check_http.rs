@@ -2,7 +2,8 @@
 //! 127.0.0.1 (OS-chosen ports): rmcp 3.9 in-process at 2026-07-28 (a closed response stream is
 //! the cancel), forced to 2025-11-25 (a POSTed `notifications/cancelled`) and without
 //! 2026-07-28 (negotiated by `initialize` after `server/discover`), the official Python SDK
-//! 2.3.0 under uvicorn at both revisions; and URLs that cannot be spoken to (exit code 2).
+//! 2.3.0 under uvicorn at both revisions, cancelkit's own `McpHttpServer` (the `mcp_server`
+//! example with `--http`) at every revision; and URLs that cannot be spoken to (exit code 2).
 
 #[path = "support/rmcp_http.rs"]
 mod rmcp_http;
@@ -197,6 +198,74 @@ impl PythonServer {
         PythonServer {
             child,
             url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+/// The runtime's `mcp_server` example serving Streamable HTTP (`--http 127.0.0.1:0`).
+struct ExampleServer {
+    child: Child,
+    url: String,
+}
+
+impl ExampleServer {
+    fn start() -> ExampleServer {
+        let mut child = Command::new(cancelkit_tests::example("mcp_server"))
+            .args(["--http", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the example starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the example printed no address: {line:?}"))
+            .to_owned();
+        ExampleServer { child, url }
+    }
+}
+
+impl Drop for ExampleServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// cancelkit's own HTTP server (`McpHttpServer`, the example's router) passes at 2026-07-28
+/// (closed streams) and at every legacy revision (POSTed cancels in a session), tasks included.
+#[test]
+fn our_http_server_passes_at_every_revision() {
+    let server = ExampleServer::start();
+    for revision in [
+        "2026-07-28",
+        "2025-11-25",
+        "2025-06-18",
+        "2025-03-26",
+        "2024-11-05",
+    ] {
+        let args = [&FAST[..], &["--revision", revision, "--url", &server.url]].concat();
+        let (output, report) = check(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+        let report = report.unwrap();
+        assert_eq!(report["revision"], revision);
+        let results = results(&report);
+        assert!(
+            results.iter().all(|(_, result)| result != "fail"),
+            "{report:#}"
+        );
+        let passed = |id: &str| results.iter().any(|(i, r)| i == id && r == "pass");
+        assert!(passed("mcp.cancel.no_response"), "{report:#}");
+        assert!(passed("mcp.cancel.parallel.cancelled_silent"), "{report:#}");
+        if revision == "2025-11-25" {
+            assert!(passed("mcp.tasks.cancel"), "{report:#}");
+        }
+        if revision == "2026-07-28" {
+            assert!(passed("mcp.tasks.ext.cancel_acknowledged"), "{report:#}");
         }
     }
 }
