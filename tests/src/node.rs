@@ -7,7 +7,12 @@ use std::sync::OnceLock;
 use crate::workspace_root as root;
 
 /// The packages every Node peer needs: an install without one of them is redone.
-const REQUIRED: [&str; 2] = ["@modelcontextprotocol/sdk", "@agentclientprotocol/sdk"];
+const REQUIRED: [&str; 4] = [
+    "@modelcontextprotocol/sdk",
+    "@agentclientprotocol/sdk",
+    "@modelcontextprotocol/conformance",
+    "glob",
+];
 
 /// Installs `tests/node/package.json` (with its lock file) under `target/interop/node` unless
 /// the same lock file is already installed there; returns that directory.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use cancelkit::http::server::McpHttpServer;
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
 use cancelkit::wire::origin::OriginPolicy;
-use cancelkit::wire::{headers, sse};
+use cancelkit::wire::{headers, meta, sse};
 use cancelkit::{JsonRpcError, cancel_reason};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -173,6 +173,14 @@ fn post(url: &str, session: Option<&str>, message: &Value) -> reqwest::RequestBu
         .json(message);
     if let Some(session) = session {
         request = request.header(headers::SESSION_ID, session);
+    }
+    // A 2026-07-28 request names its version, method and tool in headers too.
+    if message["params"]["_meta"][meta::PROTOCOL_VERSION] == V2026 {
+        request = request.header(headers::PROTOCOL_VERSION, V2026);
+        let method = message["method"].as_str().unwrap_or_default();
+        for (name, value) in headers::routing(method, &message["params"]) {
+            request = request.header(name, value);
+        }
     }
     request
 }

@@ -2,6 +2,8 @@
 //! share, written once. No tokio, no HTTP client — the callers bring those, as they would to
 //! `httparse`.
 //!
+//! - [`admission`]: a server's admission of a 2026-07-28 request over HTTP, and the status of
+//!   its error answers.
 //! - [`sse`]: the one bounded `text/event-stream` parser (and writer).
 //! - [`headers`]: the `Mcp-*` headers of Streamable HTTP, their value encoding, the method →
 //!   header table, and the server's check of them.
@@ -12,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admission;
 mod error;
 pub mod headers;
 pub mod meta;

@@ -276,6 +276,12 @@ impl PeerBuilder {
         self.max_in_flight.saturating_add(64)
     }
 
+    /// Whether the router has a handler for requests of `method`.
+    #[cfg(feature = "http")]
+    pub(crate) fn routes_request(&self, method: &str) -> bool {
+        self.router.request_route(method).is_some()
+    }
+
     /// The largest message accepted, in bytes.
     #[cfg(feature = "http")]
     pub(crate) fn frame_limit(&self) -> usize {

@@ -7,7 +7,7 @@ use axum::extract::State as AxumState;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
-use cancelkit_wire::{McpRevision, headers as mcp_headers, sse};
+use cancelkit_wire::{McpRevision, admission, headers as mcp_headers, sse};
 use serde_json::value::RawValue;
 
 use super::State;
@@ -18,6 +18,9 @@ use crate::JsonRpcError;
 use crate::peer::wire::{self, Incoming};
 
 type Shared = AxumState<Arc<State>>;
+
+/// The one revision of the shared peer.
+const V2026: &str = McpRevision::V2026_07_28.text();
 
 /// A response whose body is one JSON-RPC error.
 fn rpc_error(status: StatusCode, id: Option<&RequestId>, code: i64, message: &str) -> Response {
@@ -78,26 +81,37 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// The protocol version a 2026-07-28 request's `_meta` names, if it names one.
-fn stamped_version(params: Option<&RawValue>) -> Option<String> {
+/// Whether a POST without a session is a 2026-07-28 request: `server/discover`, params whose
+/// `_meta` holds a key of the 2026-07-28 envelope, or an `MCP-Protocol-Version` of a revision
+/// without a handshake. Such a request is admitted (or refused) by the 2026-07-28 rules, even
+/// when its envelope is incomplete or it is an `initialize`.
+fn is_2026(headers: &HeaderMap, method: &str, params: Option<&RawValue>) -> bool {
     #[derive(serde::Deserialize)]
     struct Params {
         #[serde(rename = "_meta")]
-        meta: Option<Meta>,
+        meta: Option<serde_json::Map<String, serde_json::Value>>,
     }
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
-        version: Option<String>,
-    }
-    let params = params?;
-    if !wire::may_have_key(params, cancelkit_wire::meta::PROTOCOL_VERSION) {
-        return None;
-    }
-    serde_json::from_str::<Params>(params.get())
-        .ok()?
-        .meta?
-        .version
+    let named_2026 = headers
+        .get(mcp_headers::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(McpRevision::parse)
+        .is_some_and(|revision| !revision.has_initialize());
+    let enveloped = || {
+        let Some(params) = params else { return false };
+        wire::may_have_key(params, "io.modelcontextprotocol/")
+            && serde_json::from_str::<Params>(params.get())
+                .ok()
+                .and_then(|p| p.meta)
+                .is_some_and(|meta| {
+                    [
+                        cancelkit_wire::meta::PROTOCOL_VERSION,
+                        cancelkit_wire::meta::CLIENT_CAPABILITIES,
+                    ]
+                    .iter()
+                    .any(|key| meta.contains_key(*key))
+                })
+    };
+    method == "server/discover" || named_2026 || enveloped()
 }
 
 /// Where a POST goes.
@@ -128,9 +142,8 @@ fn target(
         };
     }
     match method {
+        Some(method) if is_2026(headers, method, params) => Ok(Target::Shared(state.shared_conn())),
         Some("initialize") if id.is_some() => Ok(Target::NewSession),
-        Some("server/discover") => Ok(Target::Shared(state.shared_conn())),
-        Some(_) if stamped_version(params).is_some() => Ok(Target::Shared(state.shared_conn())),
         _ => Err(Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
             id,
@@ -170,31 +183,14 @@ fn check_headers(
         }
         Target::Shared(_) => {
             let (_, method, params) = request?;
-            let stamped = stamped_version(params)
-                .unwrap_or_else(|| McpRevision::V2026_07_28.text().to_owned());
-            if let Some(sent) = sent.filter(|sent| *sent != stamped) {
-                return Some(rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    id,
-                    mcp_headers::HEADER_MISMATCH,
-                    &format!(
-                        "MCP-Protocol-Version is {sent:?} but the request is stamped {stamped}"
-                    ),
-                ));
-            }
-            if !headers.contains_key(mcp_headers::MCP_METHOD) {
-                return None;
-            }
             let params: serde_json::Value = params
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or_default();
-            let mismatch = mcp_headers::check(headers, method, &params, &[]).err()?;
-            Some(rpc_error(
-                StatusCode::BAD_REQUEST,
-                id,
-                mcp_headers::HEADER_MISMATCH,
-                &mismatch.to_string(),
-            ))
+            let rejection = admission::admit(headers, method, &params, &[V2026]).err()?;
+            let mut error = JsonRpcError::new(ErrorCode::from(rejection.code), rejection.message);
+            error.data = rejection.data;
+            let status = StatusCode::from_u16(rejection.status).unwrap_or(StatusCode::BAD_REQUEST);
+            Some(json(status, wire::error(id, &error)))
         }
     }
 }
@@ -398,8 +394,11 @@ async fn request(
         prime: resumable && session.is_some_and(Session::primes),
         keep_alive: state.options.keep_alive,
     };
+    // A method with no handler is answered at once with an error, whose status (2026-07-28)
+    // only a JSON answer can carry.
     let stream_now = !call.takes_json
         || (call.takes_sse
+            && state.builder.routes_request(call.method)
             && state
                 .options
                 .stream_methods
@@ -414,7 +413,11 @@ async fn request(
         match events.recv().await {
             Some(event) if event.last => {
                 drop(guard);
-                return json(StatusCode::OK, event.data);
+                let status = match conn.kind {
+                    Kind::Session => StatusCode::OK,
+                    Kind::Shared => status_2026(&event.data),
+                };
+                return json(status, event.data);
             }
             Some(event) if call.takes_sse => {
                 return event_stream(stream.id, Some(event), events, options, guard);
@@ -425,6 +428,25 @@ async fn request(
             None => return StatusCode::ACCEPTED.into_response(),
         }
     }
+}
+
+/// The status of a 2026-07-28 answer: 404 for a method not found, 400 for a request refused
+/// as malformed, else 200.
+fn status_2026(answer: &[u8]) -> StatusCode {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_slice::<Answer>(answer)
+        .ok()
+        .and_then(|a| a.error)
+        .map_or(StatusCode::OK, |e| {
+            StatusCode::from_u16(admission::status_of(e.code)).unwrap_or(StatusCode::OK)
+        })
 }
 
 fn event_stream<G: Send + 'static>(
