@@ -11,7 +11,7 @@ use std::time::Duration;
 use cancelkit::wire::sse;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use support::http::{sleep_call, stamped, until_stderr};
+use support::http::{routing_headers, sleep_call, stamped, until_stderr};
 use support::{Gateway, Options, client, config, token};
 
 /// How long the proxy lets the gateway stay silent.
@@ -29,6 +29,7 @@ async fn sleep_through(base: &str) -> (Vec<Value>, u64) {
         .post(format!("{base}/mcp"))
         .bearer_auth(token("alice"))
         .header("accept", "application/json, text/event-stream")
+        .headers(routing_headers(&message).into_iter().collect())
         .json(&message)
         .send()
         .await

@@ -1,8 +1,8 @@
 //! `MCP-Protocol-Version` at the gateway's `/mcp`: every published legacy revision is answered
 //! as itself by `initialize`, and a request whose header names another revision than the one
 //! in force (the session's, or the one a 2026-07-28 request is stamped with) is refused with 400
-//! (-32600 in a session, HeaderMismatch -32020 at 2026-07-28); without the header, or with the
-//! right one, it is served.
+//! (-32600 in a session, HeaderMismatch -32020 at 2026-07-28). In a session a request without
+//! the header is served; at 2026-07-28 the header is required (its absence is a mismatch too).
 
 mod support;
 
@@ -27,6 +27,13 @@ async fn post(
     }
     if let Some(version) = version {
         request = request.header("mcp-protocol-version", version);
+    }
+    // A 2026-07-28 request names its method and tool in headers too.
+    if message["params"]["_meta"].is_object() {
+        let method = message["method"].as_str().unwrap_or_default();
+        for (name, value) in cancelkit::wire::headers::routing(method, &message["params"]) {
+            request = request.header(name, value);
+        }
     }
     Reply::read(request.send().await.unwrap()).await
 }
@@ -87,6 +94,9 @@ async fn a_header_naming_another_revision_is_refused() {
     let modern = stamped(echo_call(json!(2), "hi"), "2026-07-28");
     let served = post(&gateway, None, Some("2026-07-28"), &modern).await;
     assert_eq!(served.status, StatusCode::OK, "{}", served.text);
+    let missing = post(&gateway, None, None, &modern).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{}", missing.text);
+    assert_eq!(missing.body["error"]["code"], -32020, "{}", missing.text);
     let mismatched = post(&gateway, None, Some("2025-11-25"), &modern).await;
     assert_eq!(
         mismatched.status,

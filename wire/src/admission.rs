@@ -65,6 +65,26 @@ fn reject(code: i64, message: String) -> Rejection {
     }
 }
 
+/// Whether a request that names no session is one of 2026-07-28: `server/discover`, params
+/// whose `_meta` holds a key of the 2026-07-28 envelope, or an `MCP-Protocol-Version` naming a
+/// revision without the handshake. Such a request is admitted (or refused) by [`admit`], even
+/// when its envelope is incomplete or it is an `initialize`; any other needs a session.
+pub fn is_2026(headers: &HeaderMap, method: &str, params: &Value) -> bool {
+    let named_2026 = headers
+        .get(headers::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::McpRevision::parse)
+        .is_some_and(|revision| !revision.has_initialize());
+    let enveloped = params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .is_some_and(|meta| {
+            meta.contains_key(meta::PROTOCOL_VERSION)
+                || meta.contains_key(meta::CLIENT_CAPABILITIES)
+        });
+    method == "server/discover" || named_2026 || enveloped
+}
+
 /// Admits (or not) a 2026-07-28 request with these headers, method and params, for a server
 /// speaking `supported`; see the [module documentation](self).
 pub fn admit(
@@ -169,6 +189,34 @@ mod tests {
         let rejected = admit(&ok, "tools/call", &stamped(), &["2099-01-01"]).unwrap_err();
         assert_eq!((rejected.status, rejected.code), (400, -32022));
         assert_eq!(rejected.data.unwrap()["supported"], json!(["2099-01-01"]));
+    }
+
+    #[test]
+    fn a_request_is_2026_by_its_method_envelope_or_version_header() {
+        let none = HeaderMap::new();
+        assert!(is_2026(&none, "server/discover", &json!({})));
+        assert!(is_2026(&none, "initialize", &stamped()));
+        let capabilities_only =
+            json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}});
+        assert!(is_2026(&none, "tools/list", &capabilities_only));
+        assert!(is_2026(
+            &routed("tools/list", None),
+            "tools/list",
+            &json!({})
+        ));
+        assert!(!is_2026(
+            &none,
+            "initialize",
+            &json!({"protocolVersion": "2025-11-25"})
+        ));
+        assert!(!is_2026(
+            &none,
+            "tools/list",
+            &json!({"_meta": {"progressToken": 1}})
+        ));
+        let mut legacy = HeaderMap::new();
+        legacy.insert(headers::PROTOCOL_VERSION, "2025-11-25".parse().unwrap());
+        assert!(!is_2026(&legacy, "tools/list", &json!({})));
     }
 
     #[test]

@@ -315,7 +315,27 @@ async fn mcp_post_at(url: String, user: String, session: Option<String>, message
     if let Some(session) = session {
         request = request.header("mcp-session-id", session);
     }
+    for (name, value) in routing_headers(&message) {
+        request = request.header(name, value);
+    }
     Reply::read(request.send().await.expect("POST /mcp")).await
+}
+
+/// The headers a 2026-07-28 client sends with a stamped request: `MCP-Protocol-Version` (the
+/// version of the stamp), `Mcp-Method` and `Mcp-Name`. None for a request without a stamp.
+pub fn routing_headers(
+    message: &Value,
+) -> Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
+    let params = &message["params"];
+    let Some(version) = params["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str() else {
+        return Vec::new();
+    };
+    let method = message["method"].as_str().unwrap_or_default();
+    let mut headers = cancelkit::wire::headers::routing(method, params);
+    if let Ok(version) = version.parse() {
+        headers.push((cancelkit::wire::headers::PROTOCOL_VERSION, version));
+    }
+    headers
 }
 
 /// POSTs to `/mcp` in a task of its own.

@@ -28,11 +28,8 @@ use axum::response::{IntoResponse, Response};
 use cancelkit::JsonRpcError;
 use cancelkit::peer::McpRevision;
 use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
-use cancelkit::wire::headers;
-use cancelkit::wire::meta::{
-    CLIENT_CAPABILITIES as CLIENT_CAPABILITIES_META, PROTOCOL_VERSION as PROTOCOL_VERSION_META,
-    SERVER_INFO, unsupported_version_data,
-};
+use cancelkit::wire::meta::SERVER_INFO;
+use cancelkit::wire::{admission, headers};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -135,7 +132,8 @@ pub async fn post(
         Message::Notification { method, params } => (method, None, params),
     };
 
-    if method == "initialize" {
+    let is_2026 = session_id.is_none() && admission::is_2026(&headers, &method, &params);
+    if method == "initialize" && !is_2026 {
         let Some(id) = id else {
             return StatusCode::ACCEPTED.into_response();
         };
@@ -152,7 +150,7 @@ pub async fn post(
                 );
             }
         },
-        None if method == "server/discover" || stamped_version(&params).is_some() => Era::V2026,
+        None if is_2026 => Era::V2026,
         None => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -165,8 +163,26 @@ pub async fn post(
             );
         }
     };
-    if let Some(refused) = refuse_protocol_version(&headers, &era, &params, id.as_ref()) {
-        return refused;
+    match &era {
+        Era::Session(session) => {
+            if let Some(refused) = refuse_protocol_version(&headers, session, id.as_ref()) {
+                return refused;
+            }
+        }
+        // A 2026-07-28 request: its envelope, its headers, its version — as every server of
+        // that revision admits it.
+        Era::V2026 => {
+            if let Some(id) = &id
+                && let Err(rejection) = admission::admit(&headers, &method, &params, &[V2026])
+            {
+                let mut error =
+                    JsonRpcError::new(ErrorCode::from(rejection.code), rejection.message);
+                error.data = rejection.data;
+                let status =
+                    StatusCode::from_u16(rejection.status).unwrap_or(StatusCode::BAD_REQUEST);
+                return rpc_error(status, Some(id), error);
+            }
+        }
     }
     let Some(id) = id else {
         return notification(&app, &caller, &era, &method, &params);
@@ -178,40 +194,25 @@ pub async fn post(
 }
 
 /// `MCP-Protocol-Version`, when a client sends it (from 2025-06-18 on it must), names the
-/// revision in force: the session's, or the one a 2026-07-28 request is stamped with. Anything
-/// else is refused with 400: -32600 in a session, HeaderMismatch (-32020) at 2026-07-28. The
-/// refusal, if any.
+/// session's revision; anything else is refused with 400 and -32600. The refusal, if any.
 fn refuse_protocol_version(
     headers: &HeaderMap,
-    era: &Era,
-    params: &Value,
+    session: &Session,
     id: Option<&RequestId>,
 ) -> Option<Response> {
     let sent = headers.get(headers::PROTOCOL_VERSION)?;
     let sent = String::from_utf8_lossy(sent.as_bytes());
-    let (expected, code) = match era {
-        Era::Session(session) => (session.version.as_str(), -32600),
-        Era::V2026 => (
-            stamped_version(params)
-                .and_then(Value::as_str)
-                .unwrap_or(V2026),
-            headers::HEADER_MISMATCH,
-        ),
-    };
+    let expected = session.version.as_str();
     if sent == expected {
         return None;
     }
     let error = JsonRpcError::new(
-        ErrorCode::from(code),
+        ErrorCode::from(-32600),
         format!(
             "Bad Request: MCP-Protocol-Version `{sent}` is not the revision in force, `{expected}`"
         ),
     );
     Some(rpc_error(StatusCode::BAD_REQUEST, id, error))
-}
-
-fn stamped_version(params: &Value) -> Option<&Value> {
-    params.get("_meta")?.as_object()?.get(PROTOCOL_VERSION_META)
 }
 
 fn initialize(app: &App, caller: &Caller, id: &RequestId, params: &Value) -> Response {
@@ -296,41 +297,7 @@ async fn request_2026(
     method: &str,
     params: Value,
 ) -> Response {
-    // Every 2026-07-28 request names its version and the client's capabilities.
-    let meta = params.get("_meta").and_then(Value::as_object);
-    let version = meta.and_then(|m| m.get(PROTOCOL_VERSION_META));
-    match version {
-        Some(Value::String(v)) if v == V2026 => {}
-        Some(Value::String(v)) => {
-            let error = JsonRpcError::new(ErrorCode::from(-32022), "Unsupported protocol version")
-                .with_data(unsupported_version_data(v, &[V2026]));
-            return rpc_error(StatusCode::BAD_REQUEST, Some(&id), error);
-        }
-        _ if method == "server/discover" => {}
-        _ => {
-            return rpc_error(
-                StatusCode::OK,
-                Some(&id),
-                JsonRpcError::invalid_params(format!(
-                    "a 2026-07-28 request needs params._meta with `{PROTOCOL_VERSION_META}` (a string)"
-                )),
-            );
-        }
-    }
-    if method != "server/discover"
-        && !meta.is_some_and(|m| {
-            m.get(CLIENT_CAPABILITIES_META)
-                .is_some_and(Value::is_object)
-        })
-    {
-        return rpc_error(
-            StatusCode::OK,
-            Some(&id),
-            JsonRpcError::invalid_params(format!(
-                "a 2026-07-28 request needs params._meta with `{CLIENT_CAPABILITIES_META}` (an object)"
-            )),
-        );
-    }
+    // Admitted already (`admission::admit`): its envelope, headers and version are right.
     match method {
         "server/discover" => json_response(
             StatusCode::OK,
@@ -360,8 +327,9 @@ async fn request_2026(
             ));
             tools_call(app, caller, channel, id, params, None, complete_2026).await
         }
+        // `initialize` and `ping` included: 2026-07-28 has neither.
         _ => json_response(
-            StatusCode::OK,
+            StatusCode::NOT_FOUND,
             calls::error_response(&id, JsonRpcError::method_not_found(), None),
         ),
     }

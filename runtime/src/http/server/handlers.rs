@@ -81,37 +81,13 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// Whether a POST without a session is a 2026-07-28 request: `server/discover`, params whose
-/// `_meta` holds a key of the 2026-07-28 envelope, or an `MCP-Protocol-Version` of a revision
-/// without a handshake. Such a request is admitted (or refused) by the 2026-07-28 rules, even
-/// when its envelope is incomplete or it is an `initialize`.
+/// [`admission::is_2026`] on raw params (parsed only when they may hold an envelope key).
 fn is_2026(headers: &HeaderMap, method: &str, params: Option<&RawValue>) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Params {
-        #[serde(rename = "_meta")]
-        meta: Option<serde_json::Map<String, serde_json::Value>>,
-    }
-    let named_2026 = headers
-        .get(mcp_headers::PROTOCOL_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(McpRevision::parse)
-        .is_some_and(|revision| !revision.has_initialize());
-    let enveloped = || {
-        let Some(params) = params else { return false };
-        wire::may_have_key(params, "io.modelcontextprotocol/")
-            && serde_json::from_str::<Params>(params.get())
-                .ok()
-                .and_then(|p| p.meta)
-                .is_some_and(|meta| {
-                    [
-                        cancelkit_wire::meta::PROTOCOL_VERSION,
-                        cancelkit_wire::meta::CLIENT_CAPABILITIES,
-                    ]
-                    .iter()
-                    .any(|key| meta.contains_key(*key))
-                })
-    };
-    method == "server/discover" || named_2026 || enveloped()
+    let params = params
+        .filter(|p| wire::may_have_key(p, "io.modelcontextprotocol/"))
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default();
+    admission::is_2026(headers, method, &params)
 }
 
 /// Where a POST goes.
