@@ -1,0 +1,236 @@
+//! Unit tests of the client's pure parts; the behaviour against servers is tested in
+//! `tests/tests/http_client.rs`.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use cancelkit_protocol::jsonrpc::RequestId;
+use reqwest::StatusCode;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio_util::codec::Decoder;
+
+use super::failure::{self, Failure, TransportFailure};
+use super::lines::{HEAD_BYTES, Line, OutputLines, one_line, request_id_in};
+use super::session::{Era, era_of};
+use super::stream::delay;
+use super::{ClientError, HttpClient};
+
+fn decode_all(max: usize, input: &[u8], read: usize) -> Vec<Line> {
+    let mut decoder = OutputLines::new(max);
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    for chunk in input.chunks(read) {
+        buf.extend_from_slice(chunk);
+        while let Some(line) = decoder.decode(&mut buf).unwrap() {
+            out.push(line);
+        }
+    }
+    while let Some(line) = decoder.decode_eof(&mut buf).unwrap() {
+        out.push(line);
+    }
+    out
+}
+
+fn message(text: &str) -> Line {
+    Line::Message(bytes::Bytes::copy_from_slice(text.as_bytes()))
+}
+
+#[test]
+fn the_peers_output_is_cut_into_lines_whatever_the_reads() {
+    for read in [1, 2, 5, 1000] {
+        assert_eq!(
+            decode_all(8, b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", read),
+            vec![
+                message("{\"a\":1}"),
+                message("{\"b\":2}"),
+                message("{\"c\":3}")
+            ],
+            "reads of {read}"
+        );
+    }
+}
+
+#[test]
+fn an_over_long_line_is_reported_once_with_its_head_and_the_next_line_still_arrives() {
+    let mut input = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"{}"}}"#,
+        "x".repeat(600)
+    )
+    .into_bytes();
+    input.extend_from_slice(b"\n{\"ok\":1}\n");
+    for read in [1, 7, 4096] {
+        let lines = decode_all(64, &input, read);
+        assert_eq!(lines.len(), 2, "reads of {read}: {lines:?}");
+        let Line::TooLong(head) = &lines[0] else {
+            panic!("not too long: {lines:?}");
+        };
+        assert!(head.len() <= HEAD_BYTES);
+        assert_eq!(
+            request_id_in(head),
+            Some(RequestId::from(7)),
+            "reads of {read}"
+        );
+        assert_eq!(lines[1], message("{\"ok\":1}"));
+    }
+    // Exactly at the limit passes, with or without `\r`.
+    assert_eq!(
+        decode_all(4, b"abcd\r\nabcd\n", 1),
+        vec![message("abcd"), message("abcd")]
+    );
+    // An unterminated last line beyond the limit is reported too.
+    assert!(matches!(
+        decode_all(4, b"abcdef", 2).as_slice(),
+        [Line::TooLong(_)]
+    ));
+}
+
+#[test]
+fn request_ids_are_found_only_in_requests() {
+    assert_eq!(
+        request_id_in(br#"{"jsonrpc":"2.0","id":"a\"b","method":"m","params":{"#),
+        Some(RequestId::from("a\"b"))
+    );
+    assert_eq!(
+        request_id_in(br#"{"jsonrpc":"2.0","id":-12,"method":"m"#),
+        Some(RequestId::from(-12))
+    );
+    assert_eq!(
+        request_id_in(br#"{"jsonrpc":"2.0","method":"notifications/x","params":{"#),
+        None
+    );
+    assert_eq!(
+        request_id_in(br#"{"jsonrpc":"2.0","id":3,"result":{"text":"#),
+        None
+    );
+}
+
+#[test]
+fn a_servers_message_becomes_one_line_meaning_the_same() {
+    let pretty =
+        "{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 1,\n  \"result\": {\"text\": \"a\\nb\"}\n}";
+    let line = one_line(pretty);
+    assert!(!line.contains(['\n', '\r']));
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap(),
+        serde_json::from_str::<Value>(pretty).unwrap()
+    );
+    assert!(matches!(one_line("{}"), std::borrow::Cow::Borrowed(_)));
+}
+
+fn error_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice::<Value>(bytes).unwrap()
+}
+
+#[test]
+fn an_error_status_passes_the_servers_json_rpc_error_on_under_our_id() {
+    let body = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad session"}}"#;
+    let failure = failure::from_status(StatusCode::BAD_REQUEST, body);
+    let response = error_of(&failure.response(&RequestId::from(9)));
+    assert_eq!(
+        response,
+        json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32600, "message": "Bad session"}})
+    );
+}
+
+#[test]
+fn an_error_status_without_json_rpc_is_32603_with_the_status_and_the_bodys_start() {
+    let body = format!("boom\n{}", "y".repeat(500));
+    let failure = failure::from_status(StatusCode::INTERNAL_SERVER_ERROR, body.as_bytes());
+    let response = error_of(&failure.response(&RequestId::from("r")));
+    let error = &response["error"];
+    assert_eq!(response["id"], "r");
+    assert_eq!(error["code"], -32603);
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the server answered HTTP 500 Internal Server Error: boom y"),
+        "{message}"
+    );
+    assert!(message.ends_with("..."), "cut: {message}");
+    assert!(message.len() < 300, "{message}");
+    assert_eq!(error["data"]["status"], 500);
+    assert_eq!(error["data"]["transport"], "http_status");
+}
+
+#[test]
+fn every_failure_names_its_kind_for_the_caller() {
+    let cases = [
+        (
+            Failure::Unreachable("x".into()),
+            TransportFailure::Unreachable,
+        ),
+        (Failure::SessionExpired, TransportFailure::SessionExpired),
+        (Failure::Lost("x".into()), TransportFailure::Lost),
+        (Failure::TooLarge("x".into()), TransportFailure::TooLarge),
+        (Failure::BadAnswer("x".into()), TransportFailure::BadAnswer),
+    ];
+    for (failure, kind) in cases {
+        assert_eq!(TransportFailure::of(&failure.to_error()), Some(kind));
+    }
+    assert_eq!(
+        TransportFailure::of(&failure::not_sent(10)),
+        Some(TransportFailure::NotSent)
+    );
+    assert_eq!(
+        TransportFailure::of(&crate::JsonRpcError::internal("x")),
+        None
+    );
+    assert!(!TransportFailure::Lost.never_reached_the_server());
+}
+
+#[test]
+fn reopening_waits_for_the_servers_retry_doubling_on_failures_up_to_the_maximum() {
+    let (default, max) = (Duration::from_secs(1), Duration::from_secs(30));
+    assert_eq!(delay(None, 1, default, max), default);
+    assert_eq!(
+        delay(Some(250), 1, default, max),
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        delay(Some(250), 3, default, max),
+        Duration::from_millis(1000)
+    );
+    assert_eq!(delay(Some(u64::MAX), 1, default, max), max);
+    assert_eq!(delay(None, 400, default, max), max);
+}
+
+fn raw(text: &str) -> Box<RawValue> {
+    RawValue::from_string(text.to_owned()).unwrap()
+}
+
+#[test]
+fn a_request_is_2026_when_stamped_or_server_discover() {
+    let stamped = raw(
+        r#"{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+    );
+    assert_eq!(era_of("tools/call", Some(&stamped)), Era::V2026);
+    assert_eq!(era_of("server/discover", None), Era::V2026);
+    assert_eq!(
+        era_of("tools/call", Some(&raw(r#"{"name":"x"}"#))),
+        Era::Legacy
+    );
+    assert_eq!(
+        era_of(
+            "initialize",
+            Some(&raw(r#"{"protocolVersion":"2025-11-25"}"#))
+        ),
+        Era::Legacy
+    );
+    let older = raw(
+        r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+    );
+    assert_eq!(era_of("tools/list", Some(&older)), Era::Legacy);
+}
+
+#[test]
+fn only_http_urls_make_a_client() {
+    assert!(HttpClient::new("http://127.0.0.1:1/mcp").is_ok());
+    assert!(HttpClient::new("https://example.com/mcp").is_ok());
+    assert!(
+        matches!(HttpClient::new("ftp://example.com/"), Err(ClientError::Scheme(s)) if s == "ftp")
+    );
+    assert!(matches!(
+        HttpClient::new("not a url"),
+        Err(ClientError::Url(_))
+    ));
+}
