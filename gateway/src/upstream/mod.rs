@@ -8,6 +8,7 @@
 //! sent upstream.
 
 pub mod http;
+mod peer;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -74,7 +75,7 @@ pub enum Upstream {
     /// A child process on stdio.
     Stdio(stdio::StdioUpstream),
     /// A Streamable HTTP server.
-    Http(http::HttpUpstream),
+    Http(Box<http::HttpUpstream>),
 }
 
 impl Upstream {
@@ -94,12 +95,12 @@ impl Upstream {
                 url,
                 trusted,
                 headers,
-            } => Upstream::Http(http::HttpUpstream::with_trust(
+            } => Upstream::Http(Box::new(http::HttpUpstream::with_trust(
                 &config.name,
                 url,
                 headers,
                 trusted.clone(),
-            )),
+            ))),
         }
     }
 

@@ -10,43 +10,38 @@
 //! Cancelling a call is dropping its future: the runtime sends `notifications/cancelled` with
 //! the upstream's own request id (and the cause of the enclosing scope's cancel as reason).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cancelkit::peer::{
-    Context, DEFAULT_DISCOVER_TIMEOUT, McpRevision, Peer, PeerHandle, Protocol, RequestError,
-    Router,
-};
-use serde_json::{Value, json};
+use cancelkit::peer::{DEFAULT_DISCOVER_TIMEOUT, PeerHandle, RequestError};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{CallError, ProgressSink, ToolCall};
+use super::peer::{Calls, client_info};
+use super::{CallError, ToolCall};
+
+pub use super::peer::MAX_PROGRESS_WATCHES;
 
 /// How long a call waits for a (re)starting child.
 pub const START_WAIT: Duration = Duration::from_secs(10);
-/// Most calls whose progress is forwarded at once; beyond, a call runs without progress.
-pub const MAX_PROGRESS_WATCHES: usize = 10_000;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
 const HEALTHY_AFTER: Duration = Duration::from_secs(60);
-
-type Watches = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
 /// A supervised stdio child.
 #[derive(Debug)]
 pub struct StdioUpstream {
     name: String,
     current: watch::Receiver<Option<PeerHandle>>,
-    watches: Watches,
+    calls: Arc<Calls>,
     stop: CancellationToken,
     stopped: Arc<tokio::sync::Notify>,
-    next_token: AtomicU64,
     restarts: Arc<AtomicU64>,
 }
 
@@ -61,7 +56,7 @@ impl StdioUpstream {
         env: BTreeMap<String, String>,
     ) -> StdioUpstream {
         let (tx, rx) = watch::channel(None);
-        let watches: Watches = Arc::default();
+        let calls = Arc::new(Calls::new(name));
         let stop = CancellationToken::new();
         let stopped = Arc::new(tokio::sync::Notify::new());
         let restarts = Arc::new(AtomicU64::new(0));
@@ -71,7 +66,7 @@ impl StdioUpstream {
             args,
             env,
             current: tx,
-            watches: Arc::clone(&watches),
+            calls: Arc::clone(&calls),
             stop: stop.clone(),
             restarts: Arc::clone(&restarts),
         };
@@ -83,10 +78,9 @@ impl StdioUpstream {
         StdioUpstream {
             name: name.to_owned(),
             current: rx,
-            watches,
+            calls,
             stop,
             stopped,
-            next_token: AtomicU64::new(1),
             restarts,
         }
     }
@@ -118,49 +112,23 @@ impl StdioUpstream {
     /// Its tools.
     pub async fn list_tools(&self) -> Result<Vec<Value>, CallError> {
         let handle = self.connection().await?;
-        let result: Value = handle
-            .request("tools/list", json!({}))
-            .timeout(Duration::from_secs(30))
+        self.calls
+            .list_tools(&handle)
             .await
-            .map_err(lost)?;
-        match result.get("tools") {
-            Some(Value::Array(tools)) => Ok(tools.clone()),
-            _ => Err(CallError::Rpc(cancelkit::JsonRpcError::internal(
-                "upstream tools/list result has no `tools` array",
-            ))),
-        }
+            .map_err(lost)?
+            .map_err(|why| CallError::Rpc(cancelkit::JsonRpcError::internal(why)))
     }
 
     /// Calls a tool; dropping the future unanswered sends `notifications/cancelled` upstream.
     pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
         let handle = self.connection().await?;
-        let mut params = json!({"name": call.tool});
-        if let Some(arguments) = call.arguments {
-            params["arguments"] = arguments;
-        }
-        let _watch = match call.progress {
-            Some(sink) => {
-                let token = format!(
-                    "gateway-progress-{}",
-                    self.next_token.fetch_add(1, Ordering::Relaxed)
-                );
-                let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
-                if watches.len() < MAX_PROGRESS_WATCHES {
-                    watches.insert(token.clone(), sink);
-                    params["_meta"] = json!({"progressToken": token});
-                    Some(WatchGuard {
-                        watches: Arc::clone(&self.watches),
-                        token,
-                    })
-                } else {
-                    tracing::warn!(upstream = %self.name, "too many calls watching progress; this one runs without");
-                    None
-                }
-            }
-            None => None,
-        };
-        handle
-            .request::<_, Value>("tools/call", params)
+        self.calls
+            .call(
+                &handle,
+                &call.tool,
+                call.arguments.as_ref(),
+                call.progress.as_ref(),
+            )
             .await
             .map_err(lost)
     }
@@ -184,28 +152,13 @@ fn lost(error: RequestError) -> CallError {
     }
 }
 
-/// Stops forwarding a call's progress when the call ends.
-struct WatchGuard {
-    watches: Watches,
-    token: String,
-}
-
-impl Drop for WatchGuard {
-    fn drop(&mut self) {
-        self.watches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.token);
-    }
-}
-
 struct Supervisor {
     name: String,
     program: PathBuf,
     args: Vec<String>,
     env: BTreeMap<String, String>,
     current: watch::Sender<Option<PeerHandle>>,
-    watches: Watches,
+    calls: Arc<Calls>,
     stop: CancellationToken,
     restarts: Arc<AtomicU64>,
 }
@@ -261,23 +214,10 @@ impl Supervisor {
             .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
         let stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
-        let watches = Arc::clone(&self.watches);
-        let router = Router::new().notification(
-            "notifications/progress",
-            move |mut params: Value, _cx: Context| {
-                let watches = Arc::clone(&watches);
-                async move { forward_progress(&watches, &mut params) }
-            },
-        );
-        let peer = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
-            .client_capabilities(json!({}))
-            .answer_cancelled(false)
-            .router(router)
-            .connect(stdout, stdin);
+        let peer = self.calls.builder().connect(stdout, stdin);
         let handle = peer.handle();
-        let info = json!({"name": "cancelkit-gateway", "version": env!("CARGO_PKG_VERSION")});
         let negotiated = tokio::select! {
-            n = handle.discover_or_initialize(info, DEFAULT_DISCOVER_TIMEOUT) => n,
+            n = handle.discover_or_initialize(client_info(), DEFAULT_DISCOVER_TIMEOUT) => n,
             _ = self.stop.cancelled() => { handle.close(); return Ok(()); }
             status = child.wait() => return Err(format!("exited while starting ({})", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))),
         };
@@ -316,29 +256,5 @@ impl Supervisor {
             }
             Err(e) => Err(e),
         }
-    }
-}
-
-/// Hands an upstream progress notification to the call that asked for it, without the
-/// gateway's token (the front end puts back the caller's). A caller that is slow to read
-/// loses progress rather than holding memory.
-fn forward_progress(watches: &Watches, params: &mut Value) {
-    let Some(token) = params
-        .get("progressToken")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        return;
-    };
-    let sink = watches
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&token)
-        .cloned();
-    if let Some(sink) = sink {
-        if let Some(object) = params.as_object_mut() {
-            object.remove("progressToken");
-        }
-        let _ = sink.try_send(params.take());
     }
 }
