@@ -6,7 +6,8 @@
 //! - behind a proxy that cuts connections idle for 300 ms, a 1 s call at 2026-07-28 completes
 //!   with keep-alive comments every 100 ms and is cancelled (the closed stream) without them;
 //! - cancels: a closed 2026-07-28 stream, a session's `notifications/cancelled` (its stream ends
-//!   with no response), a session `DELETE` (what it runs is cancelled);
+//!   with no response; one that overtakes its request, as HTTP allows, cancels it when it
+//!   comes), a session `DELETE` (what it runs is cancelled);
 //! - two 2026-07-28 clients sending the same id and progress token at once each get their own
 //!   progress and response, under their own id and token;
 //! - a request of the server to the client travels on the session's stream and its answer,
@@ -403,6 +404,31 @@ async fn a_session_cancel_stops_the_tool_and_ends_its_stream_without_a_response(
     .unwrap();
     let got = messages(&events(echo, |_| false).await);
     assert_eq!(got[0]["result"]["content"][0]["text"], "on");
+}
+
+#[tokio::test]
+async fn a_session_cancel_that_overtakes_its_request_cancels_it_when_it_comes() {
+    let server = start(|s| s).await;
+    let session = session(&server).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 77, "reason": "overtaken"}});
+    let accepted = post(&server.url, Some(&session), &cancel)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 202);
+    let call = tool(json!(77), "sleep", json!({"seconds": 30}));
+    let response = post(&server.url, Some(&session), &call)
+        .send()
+        .await
+        .unwrap();
+    let stopped = server.next_stop().await;
+    assert!(stopped.reason.contains("overtaken"), "{stopped:?}");
+    let got = messages(&events(response, |_| false).await);
+    assert!(
+        got.is_empty(),
+        "no response for a cancelled request: {got:?}"
+    );
 }
 
 #[tokio::test]

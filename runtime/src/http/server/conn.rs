@@ -17,6 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
@@ -34,6 +35,10 @@ use crate::peer::{Peer, PeerBuilder, PeerHandle};
 const PIPE_BYTES: usize = 64 * 1024;
 /// Finished streams kept for a client to resume after it missed their end.
 const FINISHED_KEPT: usize = 64;
+/// Cancels kept for requests not seen yet, per session.
+pub(super) const EARLY_CANCELS: usize = 256;
+/// How long such a cancel waits for its request.
+pub(super) const EARLY_CANCEL_TTL: Duration = Duration::from_secs(30);
 
 /// Which peer this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +92,11 @@ struct Routes {
     streams: HashMap<u64, Arc<ResponseStream>>,
     /// Finished streams still kept, oldest first.
     finished: VecDeque<u64>,
+    /// Cancels for requests not seen yet (sessions): on HTTP a client's cancel may overtake
+    /// its request on another connection. Oldest first; at most [`EARLY_CANCELS`], each kept
+    /// for [`EARLY_CANCEL_TTL`]. MCP forbids reusing an id within a session, so a cancel kept
+    /// for an id can only be meant for the request that will come with it.
+    early: VecDeque<(RequestId, Instant, Bytes)>,
     closed: bool,
 }
 
@@ -249,6 +259,35 @@ impl Conn {
             routes.progress.remove(&token);
         }
         true
+    }
+
+    /// A session's cancel for request `id` (its `notifications/cancelled`, as sent): the
+    /// request's stream ends with no response. If the request has not arrived yet, the cancel
+    /// is kept for it ([`take_early_cancel`](Self::take_early_cancel)).
+    pub(super) fn cancel(&self, id: &RequestId, notification: Bytes) {
+        if self.forget(id) {
+            return;
+        }
+        let mut routes = self.routes();
+        let now = Instant::now();
+        routes
+            .early
+            .retain(|(_, at, _)| now.duration_since(*at) < EARLY_CANCEL_TTL);
+        if routes.early.len() >= EARLY_CANCELS {
+            routes.early.pop_front();
+        }
+        routes.early.push_back((id.clone(), now, notification));
+    }
+
+    /// The cancel that came before request `id`, if one did (and is still kept).
+    pub(super) fn take_early_cancel(&self, id: &RequestId) -> Option<Bytes> {
+        let mut routes = self.routes();
+        if routes.early.is_empty() {
+            return None;
+        }
+        let at = routes.early.iter().position(|(early, ..)| early == id)?;
+        let (_, when, notification) = routes.early.remove(at)?;
+        (when.elapsed() < EARLY_CANCEL_TTL).then_some(notification)
     }
 
     /// The stream numbered `id`, for a client resuming it.

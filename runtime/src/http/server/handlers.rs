@@ -255,11 +255,12 @@ async fn notification(
 ) -> Response {
     match target {
         Target::Session(session) => {
-            if method == "notifications/cancelled" {
-                // The cancelled request's stream ends without a response, as MCP wants.
-                if let Some(id) = params.and_then(|p| cancelled_id(p.get())) {
-                    session.conn.forget(&id);
-                }
+            if method == "notifications/cancelled"
+                && let Some(id) = params.and_then(|p| cancelled_id(p.get()))
+            {
+                // The cancelled request's stream ends without a response, as MCP wants; a
+                // cancel that overtook its request waits for it.
+                session.conn.cancel(&id, Bytes::copy_from_slice(body));
             }
             session.conn.send(body).await;
         }
@@ -364,6 +365,11 @@ async fn request(
     if !conn.send(message).await {
         conn.forget(&guard.id);
         return refusal(call.id, Refusal::Closed);
+    }
+    if let Some(cancel) = conn.take_early_cancel(&guard.id) {
+        // Its cancel came first: the peer gets it right after the request, as on stdio.
+        conn.forget(&guard.id);
+        conn.send(&cancel).await;
     }
     let options = BodyOptions {
         ids: resumable,
