@@ -9,7 +9,8 @@
 //!   session with a peer of its own, named in the response's `Mcp-Session-Id`. Later POSTs name
 //!   it; `GET` opens the session's stream for messages that belong to no request; `DELETE`
 //!   ends the session, cancelling what it runs. `notifications/cancelled` is the cancel: the
-//!   request's stream ends without a response. A response stream that breaks is *not* a
+//!   request's stream ends without a response (a cancel that overtakes its request on another
+//!   connection waits for it). A response stream that breaks is *not* a
 //!   cancel: its events wait in a bounded replay buffer, and a `GET` with `Last-Event-ID`
 //!   resumes it (from 2025-11-25 on, every stream starts with a priming event, so it can be
 //!   resumed before its first message).
@@ -33,6 +34,7 @@
 //! | [`replay_events`](McpHttpServer::replay_events) | 64 per stream | the oldest event goes (never the response); resuming from before it gets 400 |
 //! | requests in flight per peer | the builder's `max_in_flight` | 503 and -32050 |
 //! | a body | the builder's `max_frame_len` | 413 |
+//! | cancels that overtook their request (sessions) | 256 per session, 30 s each | the oldest is forgotten (its request, if it ever comes, runs) |
 //! | events waiting for a client that does not read | 256 | its connection is dropped (a 2026-07-28 request is cancelled; a session's stream can be resumed) |
 
 mod conn;
