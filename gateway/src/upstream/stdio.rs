@@ -1,4 +1,4 @@
-//! An upstream MCP server as a child process on stdio, on the cancelkit [`Peer`].
+//! An upstream MCP server as a child process on stdio, on the cancelkit [`Peer`](cancelkit::peer::Peer).
 //!
 //! A supervisor task spawns the child, negotiates (`server/discover`, else `initialize`), and
 //! serves calls until the child exits or its connection closes; then it restarts it with
