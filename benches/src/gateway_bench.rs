@@ -23,6 +23,10 @@ mod measure;
 mod summary;
 mod worker;
 
+pub use measure::unix_us;
+pub use summary::{per_round, quantile};
+pub use worker::{StopLog, Worker};
+
 use std::time::Duration;
 
 use cancelkit_gateway::auth::Verifier;
@@ -30,9 +34,8 @@ use cancelkit_tests::redis::RedisServer;
 use serde_json::json;
 
 use measure::{Direct, RawPubSub, call, memory_per_run, one_cancel, through_gateway};
-use worker::Worker;
 
-const SECRET: &str = "cancelkit-gateway-bench-secret-0123456789";
+pub const SECRET: &str = "cancelkit-gateway-bench-secret-0123456789";
 /// Rounds of cancels; each round has this many samples of each kind, interleaved.
 const CANCEL_ROUNDS: usize = 5;
 const CANCELS_PER_ROUND: usize = 400;

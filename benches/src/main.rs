@@ -8,6 +8,8 @@
 
 mod alloc;
 mod gateway_bench;
+mod http_bench;
+mod http_gateway_bench;
 mod load_bench;
 mod macro_bench;
 mod peer;
@@ -22,13 +24,25 @@ fn main() {
         Some("floor") => {
             return peer::floor_echo(args.get(1).map(String::as_str) == Some("blocking"));
         }
+        // The HTTP gateway benchmark's upstream and bare proxy.
+        Some("upstream-http") => return http_gateway_bench::upstream_main(&args[1..]),
+        Some("proxy-http") => return http_gateway_bench::proxy_main(&args[1..]),
+        // The HTTP benchmark's servers.
+        Some("serve-http") => return http_bench::serve_main(&args[1..]),
         Some("--readme") => return readme(&args[1..]),
         _ => {}
     }
-    let names: Vec<&str> = if args.is_empty() {
-        vec!["macro", "peer", "rap", "load", "gateway"]
+    // `--quick`: the short run of the benchmarks that have one (http-gateway).
+    let quick = args.iter().any(|a| a == "--quick");
+    let names: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--quick")
+        .collect();
+    let names = if names.is_empty() {
+        vec!["macro", "peer", "rap", "load", "gateway", "http"]
     } else {
-        args.iter().map(String::as_str).collect()
+        names
     };
     for name in names {
         match name {
@@ -37,9 +51,11 @@ fn main() {
             "rap" => rap_bench::run(),
             "load" => load_bench::run(),
             "gateway" => gateway_bench::run(),
+            "http" => http_bench::run(quick),
+            "http-gateway" => http_gateway_bench::run(quick),
             other => {
                 eprintln!(
-                    "unknown benchmark `{other}`; available: macro, peer, rap, load, gateway"
+                    "unknown benchmark `{other}`; available: macro, peer, rap, load, gateway, http, http-gateway (--quick: its short run)"
                 );
                 std::process::exit(2);
             }

@@ -1,4 +1,5 @@
-//! `cargo xtask bench [NAME...]`: builds the benchmark binary in release mode and runs it.
+//! `cargo xtask bench [NAME...] [--quick]`: builds the benchmark binary in release mode and runs
+//! it (`--quick`: the short run of the benchmarks that have one).
 //! `cargo xtask bench --readme`: runs it to render the README's tables from `target/bench/*.json`
 //! (no benchmark runs, so the gateway is not built).
 
@@ -7,8 +8,10 @@ pub fn main(names: &[&str]) -> Result<(), String> {
     if readme && names.len() > 1 {
         return Err("--readme takes no benchmark names".to_owned());
     }
-    if !readme && (names.is_empty() || names.contains(&"gateway")) {
-        // The gateway benchmark runs the gateway binary (release) beside the bench binary.
+    if !readme
+        && (names.is_empty() || names.contains(&"gateway") || names.contains(&"http-gateway"))
+    {
+        // The gateway benchmarks run the gateway binary (release) beside the bench binary.
         let built = crate::cargo()
             .args([
                 "build",

@@ -24,8 +24,9 @@ tasks:
                       with --check, write nothing, list stale files and exit 1 if any
   test                run the whole test suite: codegen check, fmt, clippy, tests, docs
   bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load,
-                      gateway; all by default); prints the tables and writes
-                      target/bench/NAME.json (and its plots, NAME-*.svg)
+                      gateway, http by default; http-gateway, which installs ContextForge,
+                      by name); --quick runs the short version of those that have one;
+                      prints the tables and writes target/bench/NAME.json (and its plots)
   bench --readme      regenerate the README's benchmark tables from target/bench/*.json
                       (runs no benchmark) and copy the plots to docs/bench/
   fuzz [TARGET] [--time S] [--sanitizer address|none] [-- LIBFUZZER_ARGS]

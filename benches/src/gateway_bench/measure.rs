@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use super::worker::{Worker, gateway_binary};
 use super::{IN_FLIGHT_RUNS, WINDOW};
 
-fn unix_us() -> u128 {
+/// The wall-clock time, µs since the epoch.
+pub fn unix_us() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros())

@@ -11,7 +11,7 @@ use super::{
 };
 
 /// The `q` quantile of `samples` (nearest rank).
-fn quantile(samples: &[f64], q: f64) -> f64 {
+pub fn quantile(samples: &[f64], q: f64) -> f64 {
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
@@ -30,7 +30,7 @@ fn ordinal(n: usize) -> String {
 }
 
 /// The spread over rounds of each round's `q` quantile.
-fn per_round(rounds: &[Vec<f64>], q: f64) -> Spread {
+pub fn per_round(rounds: &[Vec<f64>], q: f64) -> Spread {
     Spread::of(&rounds.iter().map(|r| quantile(r, q)).collect::<Vec<_>>())
 }
 

@@ -19,13 +19,107 @@ pub fn gateway_binary() -> PathBuf {
     path
 }
 
-/// What the demo upstream reported on the worker's stderr so far.
+/// What an upstream reported on a watched stderr: its `TAG: started` lines, and the wall-clock
+/// time of each `TAG: cancelled ... [unix_us=N]` line and of each `TAG: session deleted
+/// [unix_us=N]` line (the demo upstream's, or the HTTP benchmark's upstream's).
+#[derive(Clone, Default)]
+pub struct StopLog(Arc<Mutex<Seen>>);
+
 #[derive(Default)]
-struct Upstream {
-    /// `demo-upstream: started` lines.
+struct Seen {
+    /// `TAG: started` lines.
     started: usize,
-    /// The wall-clock time (µs since the epoch) of each `demo-upstream: cancelled` line.
+    /// The wall-clock time (µs since the epoch) of each `TAG: cancelled` line.
     stopped: Vec<u128>,
+    /// The wall-clock time (µs since the epoch) of each `TAG: session deleted` line.
+    deleted: Vec<u128>,
+}
+
+/// The `[unix_us=N]` time a log line ends with.
+fn line_time(line: &str) -> u128 {
+    line.split("[unix_us=")
+        .nth(1)
+        .and_then(|t| t.trim_end_matches(']').parse().ok())
+        .expect("a stop line carries its time")
+}
+
+impl StopLog {
+    /// Reads `stderr` on a thread of its own until it closes, counting `TAG: started` and
+    /// `TAG: cancelled` lines (`tag` without the colon).
+    pub fn watch(stderr: impl std::io::Read + Send + 'static, tag: &str) -> StopLog {
+        let log = StopLog::default();
+        let seen = Arc::clone(&log.0);
+        let started = format!("{tag}: started");
+        let cancelled = format!("{tag}: cancelled");
+        let deleted = format!("{tag}: session deleted");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains(&started) {
+                    seen.lock().unwrap().started += 1;
+                } else if line.contains(&cancelled) {
+                    seen.lock().unwrap().stopped.push(line_time(&line));
+                } else if line.contains(&deleted) {
+                    seen.lock().unwrap().deleted.push(line_time(&line));
+                }
+            }
+        });
+        log
+    }
+
+    /// How many upstream tools stopped so far.
+    pub fn stopped(&self) -> usize {
+        self.0.lock().unwrap().stopped.len()
+    }
+
+    /// How many upstream tools started so far.
+    pub fn started(&self) -> usize {
+        self.0.lock().unwrap().started
+    }
+
+    /// The first `session deleted` time at or after `since` (µs since the epoch), if any yet.
+    pub fn deleted_since(&self, since: u128) -> Option<u128> {
+        self.0
+            .lock()
+            .unwrap()
+            .deleted
+            .iter()
+            .copied()
+            .find(|&at| at >= since)
+    }
+
+    /// Waits (at most `wait`) for the `n`th stop and returns its wall-clock time (µs since
+    /// the epoch), `None` if it did not come.
+    pub async fn stop_within(&self, n: usize, wait: Duration) -> Option<u128> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(&at) = self.0.lock().unwrap().stopped.get(n - 1) {
+                return Some(at);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Waits for the `n`th stop and returns its wall-clock time (µs since the epoch).
+    pub async fn stop_time(&self, n: usize) -> u128 {
+        self.stop_within(n, Duration::from_secs(10))
+            .await
+            .expect("the upstream did not stop within 10 s")
+    }
+
+    /// Waits until `n` upstream tools have started.
+    pub async fn wait_started(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.started() < n {
+            assert!(
+                Instant::now() < deadline,
+                "the upstream did not start the call"
+            );
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
 }
 
 /// A gateway process whose stderr is watched.
@@ -33,24 +127,29 @@ pub struct Worker {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
-    upstream: Arc<Mutex<Upstream>>,
+    upstream: StopLog,
     _dir: tempfile::TempDir,
 }
+
+/// The config of a worker with the demo upstream.
+const DEMO_CONFIG: &str = "listen = \"127.0.0.1:0\"\n[limits]\nmax_runs = 20000\n[[upstream]]\nname = \"demo\"\ncommand = \"@self\"\nargs = [\"demo-upstream\"]\n";
 
 impl Worker {
     /// Starts a worker named `name` with the demo upstream, on Redis at `redis` if given.
     pub fn start(name: &str, redis: Option<&str>) -> Worker {
+        Worker::start_with(name, DEMO_CONFIG, redis)
+    }
+
+    /// Starts a worker named `name` with the configuration file `config`, on Redis at `redis`
+    /// if given; a demo upstream's stderr lines are watched.
+    pub fn start_with(name: &str, config: &str, redis: Option<&str>) -> Worker {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("gateway.toml");
-        std::fs::write(
-            &config,
-            "listen = \"127.0.0.1:0\"\n[limits]\nmax_runs = 20000\n[[upstream]]\nname = \"demo\"\ncommand = \"@self\"\nargs = [\"demo-upstream\"]\n",
-        )
-        .expect("write the config");
+        let config_path = dir.path().join("gateway.toml");
+        std::fs::write(&config_path, config).expect("write the config");
         let mut command = Command::new(gateway_binary());
         command
             .arg("--config")
-            .arg(&config)
+            .arg(&config_path)
             .args(["--worker-id", name])
             .env("JWT_SECRET_KEY", super::SECRET)
             .env("RUST_LOG", "warn")
@@ -64,23 +163,7 @@ impl Worker {
         };
         let mut child = command.spawn().expect("start the gateway");
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let upstream = Arc::new(Mutex::new(Upstream::default()));
-        let seen = Arc::clone(&upstream);
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if line.contains("demo-upstream: started") {
-                    seen.lock().unwrap().started += 1;
-                } else if line.contains("demo-upstream: cancelled") {
-                    let at = line
-                        .split("[unix_us=")
-                        .nth(1)
-                        .and_then(|t| t.trim_end_matches(']').parse().ok())
-                        .expect("a stop line carries its time");
-                    seen.lock().unwrap().stopped.push(at);
-                }
-            }
-        });
+        let upstream = StopLog::watch(child.stderr.take().unwrap(), "demo-upstream");
         let mut base = None;
         for line in stdout.lines().map_while(Result::ok) {
             if let Some(rest) = line.strip_prefix("listening on ") {
@@ -96,6 +179,11 @@ impl Worker {
         }
     }
 
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The worker's URL for `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
@@ -103,39 +191,22 @@ impl Worker {
 
     /// How many upstream tools stopped so far.
     pub fn stopped(&self) -> usize {
-        self.upstream.lock().unwrap().stopped.len()
+        self.upstream.stopped()
     }
 
     /// How many upstream tools started so far.
     pub fn started(&self) -> usize {
-        self.upstream.lock().unwrap().started
+        self.upstream.started()
     }
 
     /// Waits for the `n`th stop and returns its wall-clock time (µs since the epoch).
     pub async fn stop_time(&self, n: usize) -> u128 {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(&at) = self.upstream.lock().unwrap().stopped.get(n - 1) {
-                return at;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the upstream did not stop within 10 s"
-            );
-            tokio::time::sleep(Duration::from_micros(200)).await;
-        }
+        self.upstream.stop_time(n).await
     }
 
     /// Waits until `n` upstream tools have started.
     pub async fn wait_started(&self, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.started() < n {
-            assert!(
-                Instant::now() < deadline,
-                "the upstream did not start the call"
-            );
-            tokio::time::sleep(Duration::from_micros(200)).await;
-        }
+        self.upstream.wait_started(n).await
     }
 
     /// The worker's resident set (Linux `/proc`), 0 if unknown.

@@ -248,7 +248,13 @@ impl Report {
     }
 
     /// Prints the tables and targets, writes the plots and `target/bench/NAME.json`.
-    pub fn finish(mut self) {
+    pub fn finish(self) {
+        self.finish_in(&bench_dir());
+    }
+
+    /// [`Report::finish`], writing the plots and the JSON into `dir` (a short run's, kept out
+    /// of `target/bench/` and so out of the README).
+    pub fn finish_in(mut self, dir: &std::path::Path) {
         self.machine = Some(machine::Machine::this());
         self.date = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         println!("\n{}", self.description);
@@ -262,8 +268,7 @@ impl Report {
             let verdict = if target.met { "met" } else { "MISSED" };
             println!("target: {}: {}: {verdict}", target.name, target.measured);
         }
-        let dir = bench_dir();
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("could not create {}: {e}", dir.display());
             return;
         }
