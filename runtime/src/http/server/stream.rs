@@ -228,6 +228,19 @@ pub(super) fn body<G: Send + 'static>(
         done: false,
         _guard: guard,
     };
+    // Each chunk carries every event ready at that moment (the priming event with the first
+    // one), so a short call's answer leaves in one write.
+    let write = move |out: &mut Vec<u8>, event: &Event| {
+        let id = options.ids.then(|| event_id(stream_id, event.seq));
+        // The data is one JSON text: its line breaks are escaped, so it is one `data:` line.
+        sse::write_event(
+            out,
+            id.as_deref(),
+            "",
+            std::str::from_utf8(&event.data).unwrap_or_default(),
+        );
+        event.last
+    };
     futures_util::stream::unfold(start, move |mut body| async move {
         if body.done {
             return None;
@@ -236,11 +249,9 @@ pub(super) fn body<G: Send + 'static>(
         if !body.primed {
             body.primed = true;
             sse::write_event(&mut out, Some(&event_id(stream_id, 0)), "", "");
-            return Some((Ok(Bytes::from(out)), body));
         }
-        let next = match body.first.take() {
-            Some(first) => Some(first),
-            None => match options.keep_alive {
+        if out.is_empty() && body.first.is_none() {
+            let next = match options.keep_alive {
                 Some(every) => match tokio::time::timeout(every, body.events.recv()).await {
                     Ok(next) => next,
                     Err(_) => {
@@ -249,18 +260,15 @@ pub(super) fn body<G: Send + 'static>(
                     }
                 },
                 None => body.events.recv().await,
-            },
-        };
-        let event = next?;
-        let id = options.ids.then(|| event_id(stream_id, event.seq));
-        // The data is one JSON text: its line breaks are escaped, so it is one `data:` line.
-        sse::write_event(
-            &mut out,
-            id.as_deref(),
-            "",
-            std::str::from_utf8(&event.data).unwrap_or_default(),
-        );
-        body.done = event.last;
+            };
+            body.first = Some(next?);
+        }
+        while let Some(event) = body.first.take().or_else(|| body.events.try_recv().ok()) {
+            if write(&mut out, &event) {
+                body.done = true;
+                break;
+            }
+        }
         Some((Ok(Bytes::from(out)), body))
     })
 }
