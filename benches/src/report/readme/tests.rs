@@ -329,7 +329,16 @@ fn the_readme_has_a_block_for_each_benchmark_in_the_form_splice_writes() {
     let text = std::fs::read_to_string(path).unwrap();
     assert_eq!(
         block_names(&text),
-        ["load", "macro", "peer", "rap", "rap_load", "gateway"]
+        [
+            "load",
+            "macro",
+            "peer",
+            "rap",
+            "rap_load",
+            "gateway",
+            "http",
+            "http-gateway"
+        ]
     );
     for name in block_names(&text) {
         let block = text[block_range(&text, &name).unwrap()].to_owned();
