@@ -93,6 +93,28 @@ struct State {
     retained_order: VecDeque<(Instant, Arc<str>)>,
     /// Tombstones in the order they were made, with their local expiry.
     tombstones: VecDeque<(Instant, Tombstone)>,
+    /// The runs, live and retained, by their request id as a selector names it: a lookup by
+    /// request id reads its runs instead of scanning every run kept.
+    by_request: HashMap<String, Vec<Arc<str>>>,
+}
+
+impl State {
+    fn index(&mut self, record: &RunRecord, run_id: &Arc<str>) {
+        self.by_request
+            .entry(record::selector_of(&record.request_id))
+            .or_default()
+            .push(Arc::clone(run_id));
+    }
+
+    fn unindex(&mut self, record: &RunRecord, run_id: &str) {
+        let selector = record::selector_of(&record.request_id);
+        if let Some(runs) = self.by_request.get_mut(&selector) {
+            runs.retain(|r| &**r != run_id);
+            if runs.is_empty() {
+                self.by_request.remove(&selector);
+            }
+        }
+    }
 }
 
 /// This worker's runs.
@@ -187,6 +209,7 @@ impl Runs {
                 .and_then(|i| state.tombstones.remove(i))
                 .map(|(_, t)| t);
             state.by_key.insert(key.clone(), Arc::clone(&run_id));
+            state.index(&record, &run_id);
             state.live.insert(
                 Arc::clone(&run_id),
                 Live {
@@ -337,7 +360,9 @@ impl Runs {
             }
             let id = Arc::clone(id);
             state.retained_order.pop_front();
-            state.retained.remove(&id);
+            if let Some(record) = state.retained.remove(&id) {
+                state.unindex(&record, &id);
+            }
         }
         state.tombstones.retain(|(at, _)| *at > now);
         while state.tombstones.len() > self.settings.max_tombstones {
@@ -351,11 +376,25 @@ impl Runs {
     fn local_matches(&self, selector: &str) -> Vec<RunRecord> {
         let mut state = self.lock();
         self.expire(&mut state);
-        let live = state.live.values().map(|l| &l.record);
-        live.chain(state.retained.values())
-            .filter(|r| r.matches(selector))
-            .cloned()
-            .collect()
+        let record = |run_id: &str| {
+            state
+                .live
+                .get(run_id)
+                .map(|l| &l.record)
+                .or_else(|| state.retained.get(run_id))
+        };
+        let by_run_id = record(selector).filter(|r| r.matches(selector));
+        let by_request = state
+            .by_request
+            .get(selector)
+            .into_iter()
+            .flatten()
+            .filter_map(|run_id| record(run_id))
+            .filter(|r| r.run_id != selector);
+        let mut found: Vec<RunRecord> = by_run_id.into_iter().chain(by_request).cloned().collect();
+        // Live first, then retained.
+        found.sort_by_key(|r| !state.live.contains_key(r.run_id.as_str()));
+        found
     }
 
     /// The runs the caller may see that `selector` names, on every worker; and whether the
@@ -622,6 +661,30 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_id_finds_its_runs_through_the_index_which_forgets_expired_ones() {
+        let runs = runs(100, 3, 2);
+        for i in 0..5 {
+            let run = runs
+                .register(key("alice", RequestId::Number(i)), None)
+                .await
+                .unwrap();
+            run.finish(RunState::Completed);
+        }
+        let live = runs
+            .register(key("bob", RequestId::String("4".into())), None)
+            .await
+            .unwrap();
+        // "4": Alice's retained run and Bob's live one (live first); "0" was forgotten.
+        let found = runs.local_matches("4");
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].run_id, live.id());
+        assert!(runs.local_matches("0").is_empty());
+        assert!(runs.local_matches(live.id()).len() == 1);
+        // Only the runs kept are indexed: three retained and one live.
+        assert_eq!(runs.lock().by_request.values().map(Vec::len).sum::<usize>(), 4);
     }
 
     #[tokio::test]

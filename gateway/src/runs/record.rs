@@ -119,13 +119,7 @@ impl RunRecord {
     /// id equal to `selector`, or an integer id that `selector` spells as JSON does (`1`, never
     /// `01` or `+1`).
     pub fn matches(&self, selector: &str) -> bool {
-        if self.run_id == selector {
-            return true;
-        }
-        match &self.request_id {
-            RequestId::String(s) => s == selector,
-            RequestId::Number(n) => selector == n.to_string(),
-        }
+        self.run_id == selector || selector_of(&self.request_id) == selector
     }
 
     /// The status body of `GET /cancellation/status/{id}`: the seed's fields, plus `state`,
@@ -175,6 +169,14 @@ pub fn unix_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// The selector that names a request id: a string as it is, a number in decimal.
+pub fn selector_of(id: &RequestId) -> String {
+    match id {
+        RequestId::String(s) => s.clone(),
+        RequestId::Number(n) => n.to_string(),
+    }
 }
 
 #[cfg(test)]
