@@ -684,7 +684,10 @@ mod tests {
         assert!(runs.local_matches("0").is_empty());
         assert!(runs.local_matches(live.id()).len() == 1);
         // Only the runs kept are indexed: three retained and one live.
-        assert_eq!(runs.lock().by_request.values().map(Vec::len).sum::<usize>(), 4);
+        assert_eq!(
+            runs.lock().by_request.values().map(Vec::len).sum::<usize>(),
+            4
+        );
     }
 
     #[tokio::test]
