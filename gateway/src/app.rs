@@ -34,8 +34,6 @@ pub struct App {
     pub runs: Option<Arc<Runs>>,
     /// The upstream servers.
     pub upstreams: Upstreams,
-    /// The MCP sessions of `/mcp` (2025-11-25).
-    pub sessions: mcp::Sessions,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     draining: AtomicBool,
@@ -82,7 +80,6 @@ impl App {
         });
         let upstreams = Upstreams::start(&config);
         Arc::new(App {
-            sessions: mcp::Sessions::new(config.limits.max_sessions),
             verifier,
             runs,
             upstreams,
@@ -116,7 +113,7 @@ impl App {
     /// The routes and layers.
     pub fn router(self: &Arc<Self>) -> Router {
         let mut protected = Router::new()
-            .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
+            .route_service("/mcp", mcp::service(self))
             .route("/rpc", post(rpc::rpc));
         if self.runs.is_some() {
             for prefix in ["", "/v1"] {

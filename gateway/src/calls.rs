@@ -94,27 +94,6 @@ impl Call {
         outcome
     }
 
-    /// Polls for the outcome (for a response body that is a stream).
-    pub fn poll_outcome(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Outcome> {
-        use std::future::Future;
-        let polled = std::pin::Pin::new(&mut self.answer).poll(cx);
-        polled.map(|answer| {
-            self.done = true;
-            answer.unwrap_or_else(|_| {
-                Outcome::Respond(error_response(
-                    &self.id,
-                    JsonRpcError::internal("the call ended without an answer"),
-                    self.run_id.as_deref(),
-                ))
-            })
-        })
-    }
-
-    /// Whether the outcome has been taken.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
     /// The answer owed for an outcome: the response, or -32800 for a cancelled run.
     pub fn response(&self, outcome: &Outcome) -> Value {
         match outcome {
@@ -381,7 +360,7 @@ pub fn ok_response(id: &RequestId, result: Value) -> Value {
 }
 
 /// The JSON-RPC error object of `error`.
-pub fn error_object(error: &JsonRpcError) -> Value {
+fn error_object(error: &JsonRpcError) -> Value {
     let mut object = json!({"code": error.code.code(), "message": error.message});
     if let Some(data) = &error.data {
         object["data"] = data.clone();

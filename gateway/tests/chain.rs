@@ -69,7 +69,10 @@ async fn a_cancel_on_the_front_gateway_stops_the_tool_behind_the_back_one() {
         "demo-upstream: cancelled tools/call sleep",
         Duration::from_secs(10),
     );
-    let back = a.wait_for_stderr("client: the caller went away", Duration::from_secs(10));
+    let back = a.wait_for_stderr(
+        "the client closed the response stream",
+        Duration::from_secs(10),
+    );
     assert!(back.contains("run cancelled"), "{back}");
 }
 

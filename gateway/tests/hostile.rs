@@ -837,12 +837,17 @@ async fn hostile_mcp_requests_are_refused_without_harm() {
     let reply = target.send("no capabilities", post(bare)).await;
     assert_eq!(reply.body["error"]["code"], -32602, "{}", reply.text);
     // Malformed messages.
-    for (label, body) in [
-        ("batch", json!([echo_call(json!(5), "x")]).to_string()),
-        ("not json", "{".to_owned()),
+    for (label, body, code) in [
+        (
+            "batch",
+            json!([echo_call(json!(5), "x")]).to_string(),
+            -32600,
+        ),
+        ("not json", "{".to_owned(), -32700),
         (
             "deep",
             format!("{}{}", "{\"a\":".repeat(1000), "}".repeat(1000)),
+            -32700,
         ),
     ] {
         let reply = target
@@ -855,7 +860,8 @@ async fn hostile_mcp_requests_are_refused_without_harm() {
                     .body(body),
             )
             .await;
-        assert_eq!(reply.status, 422, "{label}: {}", reply.text);
+        assert_eq!(reply.status, 400, "{label}: {}", reply.text);
+        assert_eq!(reply.body["error"]["code"], code, "{label}: {}", reply.text);
     }
     // An unknown method inside bob's own stamped request, and a 2026 request's cancel that
     // names alice's id: nothing reaches her run.

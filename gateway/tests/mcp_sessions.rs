@@ -1,6 +1,7 @@
-//! `/mcp` at 2025-11-25: a closed response stream is not a cancel (the run goes on and its
-//! response arrives on the session's GET stream), and `DELETE` ends the session and cancels its
-//! runs.
+//! `/mcp` at 2025-11-25: a closed response stream is not a cancel (the run goes on, and the
+//! client resumes the stream with `Last-Event-ID` to get its answer — never on the session's
+//! GET stream, which MCP keeps for messages of no request), and `DELETE` ends the session and
+//! cancels its runs.
 
 mod support;
 
@@ -12,27 +13,37 @@ use serde_json::{Value, json};
 use support::http::{mcp_session, sleep_call, status, until_stderr};
 use support::{Gateway, client, token};
 
-/// Reads SSE messages from a response until `count` have arrived (or 10 s pass).
-async fn read_messages(response: reqwest::Response, count: usize) -> Vec<Value> {
+/// Reads SSE messages from a response until `count` have arrived, the stream ends or
+/// `within` passes (then what came). Events without data (a priming event) carry only an id. Gives the messages and
+/// the last event id seen.
+async fn read_messages(
+    response: reqwest::Response,
+    count: usize,
+    within: Duration,
+) -> (Vec<Value>, Option<String>) {
     let mut body = response.bytes_stream();
     let mut parser = sse::Parser::new(sse::Limits::default());
     let mut events = Vec::new();
     let mut messages = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut last_id = None;
+    let deadline = tokio::time::Instant::now() + within;
     while messages.len() < count {
-        let chunk = tokio::time::timeout_at(deadline, body.next())
-            .await
-            .expect("SSE messages within 10 s")
-            .expect("the stream stays open")
-            .expect("a chunk");
+        let Ok(chunk) = tokio::time::timeout_at(deadline, body.next()).await else {
+            break;
+        };
+        let Some(chunk) = chunk else { break };
+        let chunk = chunk.expect("a chunk");
         parser
             .feed(&chunk, &mut events)
             .expect("events within the limits");
         for event in events.drain(..) {
-            messages.push(serde_json::from_str(&event.data).expect("JSON in data"));
+            last_id = event.id.clone().or(last_id);
+            if !event.data.is_empty() {
+                messages.push(serde_json::from_str(&event.data).expect("JSON in data"));
+            }
         }
     }
-    messages
+    (messages, last_id)
 }
 
 fn post(gateway: &Gateway, session: &str, message: &Value) -> reqwest::RequestBuilder {
@@ -44,36 +55,59 @@ fn post(gateway: &Gateway, session: &str, message: &Value) -> reqwest::RequestBu
         .json(message)
 }
 
+fn get(gateway: &Gateway, user: &str, session: &str) -> reqwest::RequestBuilder {
+    client()
+        .get(gateway.url("/mcp"))
+        .bearer_auth(token(user))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_closed_stream_is_not_a_cancel_and_the_answer_comes_on_the_get_stream() {
+async fn a_closed_stream_is_not_a_cancel_and_its_answer_is_resumed() {
     let gateway = Gateway::start();
     let session = mcp_session(&gateway, "alice").await;
-    let stream = client()
-        .get(gateway.url("/mcp"))
-        .bearer_auth(token("alice"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .send()
-        .await
-        .unwrap();
+    let stream = get(&gateway, "alice", &session).send().await.unwrap();
     assert_eq!(stream.status(), 200);
     let mut call = sleep_call(json!(3), 0.6);
     call["params"]["_meta"] = json!({"progressToken": "p"});
     let response = post(&gateway, &session, &call).send().await.unwrap();
     assert_eq!(response.status(), 200);
     // One progress notification, then the client goes away from this stream.
-    let first = read_messages(response, 1).await;
+    let (first, last_id) = read_messages(response, 1, Duration::from_secs(10)).await;
     assert_eq!(first[0]["method"], "notifications/progress", "{first:?}");
-    let answers = read_messages(stream, 1).await;
-    assert_eq!(
-        answers[0]["id"], 3,
-        "the answer on the GET stream: {answers:?}"
-    );
-    assert_eq!(answers[0]["result"]["content"][0]["text"], "slept 600ms");
+    let last_id = last_id.expect("the events of a session's stream have ids");
+    // Bob cannot resume alice's stream: to him the session does not exist.
+    let bob = get(&gateway, "bob", &session)
+        .header("last-event-id", &last_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bob.status(), 404);
+    let resumed = get(&gateway, "alice", &session)
+        .header("last-event-id", &last_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    // The rest of the stream: progress the client missed, then the answer, then the end.
+    let (rest, _) = read_messages(resumed, usize::MAX, Duration::from_secs(10)).await;
+    let answer = rest.last().expect("the resumed stream carries the answer");
+    assert_eq!(answer["id"], 3, "the answer, resumed: {rest:?}");
+    assert_eq!(answer["result"]["content"][0]["text"], "slept 600ms");
     assert!(
-        answers[0]["result"].get("resultType").is_none(),
-        "no 2026 field for a 2025-11-25 session: {answers:?}"
+        answer["result"].get("resultType").is_none(),
+        "no 2026 field for a 2025-11-25 session: {answer:?}"
     );
+    assert!(
+        rest[..rest.len() - 1]
+            .iter()
+            .all(|m| m["method"] == "notifications/progress"),
+        "{rest:?}"
+    );
+    // The GET stream carried no response.
+    let (on_get, _) = read_messages(stream, 1, Duration::from_millis(300)).await;
+    assert!(on_get.is_empty(), "nothing on the GET stream: {on_get:?}");
     assert!(
         !gateway.stderr().contains("demo-upstream: cancelled"),
         "the upstream was not cancelled:\n{}",
@@ -96,7 +130,7 @@ async fn deleting_the_session_cancels_its_runs() {
         .send()
         .await
         .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert!(deleted.status().is_success(), "{}", deleted.status());
     until_stderr(&gateway, "demo-upstream: cancelled tools/call sleep").await;
     let reply = status(&gateway, "alice", "4").await;
     assert_eq!(reply.body["state"], "cancelled", "{}", reply.text);

@@ -43,7 +43,7 @@ async fn python_sdk(upstream: &dyn UpstreamUnderTest, era: Era, cancel_by: Cance
             // The reason the SDK's notifications/cancelled gives.
             Era::V2025 => "caller cancelled",
             // A closed stream has no reason: the gateway says what happened.
-            Era::V2026 => "client: the caller went away",
+            Era::V2026 => "the client closed the response stream",
         },
         abort_outcome: "cancelled",
         cancel_by,

@@ -57,8 +57,10 @@ function messagesOf(exchange) {
   let data = [];
   for (const line of text.replace(/\r\n/g, "\n").split("\n")) {
     if (line === "") {
-      if (data.length) {
-        const joined = data.join("\n");
+      // An event whose data is empty (the priming event of a resumable stream) is not
+      // dispatched, as the SSE standard says.
+      const joined = data.join("\n");
+      if (joined !== "") {
         try { found.push(JSON.parse(joined)); } catch { found.push({ unparsed: joined }); }
       }
       data = [];

@@ -95,8 +95,10 @@ class Exchange:
         data: list[str] = []
         for line in text.replace("\r\n", "\n").split("\n"):
             if line == "":
-                if data:
-                    joined = "\n".join(data)
+                # An event whose data is empty (the priming event of a resumable stream) is
+                # not dispatched, as the SSE standard says.
+                joined = "\n".join(data)
+                if joined:
                     try:
                         found.append(json.loads(joined))
                     except ValueError:

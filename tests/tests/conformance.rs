@@ -202,7 +202,7 @@ struct KnownFailure {
     bug: &'static str,
 }
 
-/// The gateway's `/mcp` at 2026-07-28 (`gateway/src/front/mcp/mod.rs`).
+/// The gateway's `/mcp` at 2026-07-28 (`gateway/src/front/mcp.rs`, on `McpHttpServer`).
 const GATEWAY_BUGS: &[KnownFailure] = &[];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

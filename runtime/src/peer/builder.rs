@@ -282,6 +282,15 @@ impl PeerBuilder {
         self.router.request_route(method).is_some()
     }
 
+    /// What handlers learn from the transport about each request
+    /// ([`Context::transport`](super::Context::transport)): `data` is asked with the request's
+    /// id as its handler starts.
+    #[cfg(feature = "http")]
+    pub(crate) fn transport_data(mut self, data: super::disconnect::TransportData) -> Self {
+        self.extras.transport = Some(data);
+        self
+    }
+
     /// The largest message accepted, in bytes.
     #[cfg(feature = "http")]
     pub(crate) fn frame_limit(&self) -> usize {

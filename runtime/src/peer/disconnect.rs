@@ -2,8 +2,12 @@
 //! leaves the process ([`ReasonPolicy`]) and what a closed connection does to the work in
 //! flight ([`DisconnectPolicy`]).
 
+use std::any::Any;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
+
+use cancelkit_protocol::jsonrpc::RequestId;
 
 use crate::CancelReason;
 
@@ -174,9 +178,27 @@ impl DisconnectPolicy {
     }
 }
 
+/// What a transport tells a handler about the request it handles (see
+/// [`Context::transport`](super::Context::transport)), looked up by the request's id when its
+/// handler starts.
+pub(crate) type TransportData =
+    Arc<dyn Fn(&RequestId) -> Option<Arc<dyn Any + Send + Sync>> + Send + Sync>;
+
 /// The options of this module, as the builder keeps them.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Extras {
     pub(crate) reason: ReasonPolicy,
     pub(crate) disconnect: DisconnectPolicy,
+    /// Set by a transport that has something to tell handlers (the HTTP server).
+    pub(crate) transport: Option<TransportData>,
+}
+
+impl std::fmt::Debug for Extras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extras")
+            .field("reason", &self.reason)
+            .field("disconnect", &self.disconnect)
+            .field("transport", &self.transport.is_some())
+            .finish()
+    }
 }

@@ -266,6 +266,7 @@ impl Request {
         let cx = Context {
             peer: self.peer.clone(),
             id: Some(self.id.clone()),
+            transport: shared.transport.as_ref().and_then(|data| data(&self.id)),
         };
         let admission = match shared.rules.admit(params.as_deref()) {
             Ok(admission) => admission,
@@ -566,6 +567,7 @@ pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option
         cx: Context {
             peer: peer.clone(),
             id: None,
+            transport: None,
         },
         cost,
     };

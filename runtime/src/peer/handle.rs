@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     pub(crate) closing: AtomicBool,
     pub(crate) reason_policy: ReasonPolicy,
     pub(crate) disconnect: DisconnectPolicy,
+    /// What the transport tells handlers about their requests, if it tells anything.
+    pub(crate) transport: Option<super::disconnect::TransportData>,
     /// Entries of `pending` left only to cancel a task; at most [`MAX_ABANDONED_TASKS`].
     orphans: AtomicUsize,
     /// Progress tokens of our requests with a progress timeout; at most
@@ -143,6 +145,7 @@ impl Shared {
             closing: AtomicBool::new(false),
             reason_policy: extras.reason,
             disconnect: extras.disconnect,
+            transport: extras.transport,
             orphans: AtomicUsize::new(0),
             progress: Mutex::new(HashMap::new()),
         }

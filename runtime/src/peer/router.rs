@@ -1,5 +1,6 @@
 //! Routing methods to typed handlers.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -25,6 +26,7 @@ pub(crate) type Reply = Result<Box<RawValue>, JsonRpcError>;
 pub struct Context {
     pub(crate) peer: PeerHandle,
     pub(crate) id: Option<RequestId>,
+    pub(crate) transport: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Context {
@@ -38,6 +40,15 @@ impl Context {
     /// The id of the request being handled (`None` for a notification).
     pub fn request_id(&self) -> Option<&RequestId> {
         self.id.as_ref()
+    }
+
+    /// What the transport knows about the request being handled, if it is a `T`: under
+    /// `cancelkit::http::server::McpHttpServer` (feature `http`) an
+    /// `cancelkit::http::server::HttpRequest` with the HTTP request's headers and
+    /// extensions (what an authentication layer put there), its session and the client's own
+    /// id. `None` on stdio, for notifications, and for a type the transport does not give.
+    pub fn transport<T: Any>(&self) -> Option<&T> {
+        self.transport.as_deref()?.downcast_ref()
     }
 }
 

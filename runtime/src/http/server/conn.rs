@@ -26,6 +26,7 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 use tokio_util::codec::{Decoder, FramedRead};
 
+use super::request::HttpRequest;
 use super::stream::ResponseStream;
 use crate::JsonRpcError;
 use crate::peer::wire::{self, Incoming};
@@ -70,6 +71,8 @@ pub(super) enum Refusal {
 
 struct Route {
     stream: Arc<ResponseStream>,
+    /// What its handler learns about the HTTP request ([`HttpRequest::of`]).
+    http: Option<Arc<HttpRequest>>,
     /// Shared peer: the client's own id, put back on the response.
     client_id: Option<RequestId>,
     /// The key of its progress route, if it gave a token.
@@ -105,7 +108,9 @@ pub(super) struct Conn {
     pub(super) kind: Kind,
     pub(super) peer: PeerHandle,
     input: tokio::sync::Mutex<WriteHalf<DuplexStream>>,
-    routes: Mutex<Routes>,
+    /// Shared with the peer, which reads a request's [`HttpRequest`] from it as the request's
+    /// handler starts.
+    routes: Arc<Mutex<Routes>>,
     /// The session's `GET` stream (stream 0); `None` for the shared peer.
     pub(super) standalone: Option<Arc<ResponseStream>>,
     next_stream: AtomicU64,
@@ -126,14 +131,23 @@ impl Conn {
         let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
         let (peer_read, peer_write) = tokio::io::split(theirs);
         let max_line = builder.output_limit();
-        let peer = builder.connect(peer_read, peer_write);
+        let routes = Arc::new(Mutex::new(Routes::default()));
+        let lookup = Arc::downgrade(&routes);
+        let peer = builder
+            .transport_data(Arc::new(move |id: &RequestId| {
+                let routes = lookup.upgrade()?;
+                let routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+                let http = routes.requests.get(id)?.http.clone()?;
+                Some(http as Arc<dyn std::any::Any + Send + Sync>)
+            }))
+            .connect(peer_read, peer_write);
         let (output, input) = tokio::io::split(ours);
         let standalone = (kind == Kind::Session).then(|| Arc::new(ResponseStream::new(0, replay)));
         let conn = Arc::new(Conn {
             kind,
             peer: peer.handle(),
             input: tokio::sync::Mutex::new(input),
-            routes: Mutex::new(Routes::default()),
+            routes,
             standalone,
             next_stream: AtomicU64::new(1),
             next_id: AtomicI64::new(1),
@@ -171,14 +185,16 @@ impl Conn {
         input.write_all(&line).await.is_ok()
     }
 
-    /// Registers a request of a client before it is written into the peer: its stream, and
-    /// (shared peer) the id and token it goes by. Returns what to write, and the admission.
+    /// Registers a request of a client before it is written into the peer: its stream, what
+    /// its handler learns of the HTTP request, and (shared peer) the id and token it goes by.
+    /// Returns what to write, and the admission.
     pub(super) fn admit(
         &self,
         id: &RequestId,
         method: &str,
         params: Option<&RawValue>,
         resumable: bool,
+        http: Option<Arc<HttpRequest>>,
     ) -> Result<(Vec<u8>, Admitted), Refusal> {
         let token = crate::peer::progress_token_of(params);
         let mut routes = self.routes();
@@ -231,6 +247,7 @@ impl Conn {
             peer_id.clone(),
             Route {
                 stream: Arc::clone(&stream),
+                http,
                 client_id,
                 progress,
             },

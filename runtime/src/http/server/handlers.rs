@@ -2,8 +2,11 @@
 
 use std::sync::Arc;
 
+use futures_util::StreamExt;
+
 use axum::body::{Body, Bytes};
 use axum::extract::State as AxumState;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
@@ -12,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::State;
 use super::conn::{Admitted, Conn, Kind, Refusal};
+use super::request::HttpRequest;
 use super::session::Session;
 use super::stream::{self, BodyOptions, Event};
 use crate::JsonRpcError;
@@ -99,15 +103,26 @@ enum Target {
     Shared(Arc<Conn>),
 }
 
+/// Who sends the request, when sessions have owners.
+fn owner(state: &State, parts: &Parts) -> Option<String> {
+    state
+        .options
+        .owner
+        .as_ref()
+        .and_then(|owner| (owner.0)(parts))
+}
+
 fn target(
     state: &State,
-    headers: &HeaderMap,
+    parts: &Parts,
     id: Option<&RequestId>,
     method: Option<&str>,
     params: Option<&RawValue>,
 ) -> Result<Target, Box<Response>> {
+    let headers = &parts.headers;
     if let Some(session_id) = session_header(headers) {
-        return match state.sessions.get(session_id) {
+        let owner = owner(state, parts);
+        return match state.sessions.get(session_id, owner.as_deref()) {
             Some(session) => Ok(Target::Session(session)),
             None => Err(Box::new(rpc_error(
                 StatusCode::NOT_FOUND,
@@ -172,11 +187,12 @@ fn check_headers(
 }
 
 /// `POST`: one JSON-RPC message.
-pub(super) async fn post(AxumState(state): Shared, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(refused) = check_origin(&state, &headers) {
+pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) -> Response {
+    let headers = &parts.headers;
+    if let Some(refused) = check_origin(&state, headers) {
         return refused;
     }
-    let (takes_json, takes_sse) = accepts(&headers);
+    let (takes_json, takes_sse) = accepts(headers);
     if !takes_json && !takes_sse {
         return rpc_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -185,7 +201,7 @@ pub(super) async fn post(AxumState(state): Shared, headers: HeaderMap, body: Byt
             "Not Acceptable: the client must accept application/json and text/event-stream",
         );
     }
-    if !is_json(&headers) {
+    if !is_json(headers) {
         return rpc_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             None,
@@ -199,13 +215,21 @@ pub(super) async fn post(AxumState(state): Shared, headers: HeaderMap, body: Byt
         }
         Incoming::Ignored(why) => rpc_error(StatusCode::BAD_REQUEST, None, -32600, why),
         Incoming::Request { id, method, params } => {
-            let target = match target(&state, &headers, Some(&id), Some(&method), params) {
+            let target = match target(&state, &parts, Some(&id), Some(&method), params) {
                 Ok(target) => target,
                 Err(refused) => return *refused,
             };
-            if let Some(refused) = check_headers(&headers, &target, Some((&id, &method, params))) {
+            if let Some(refused) = check_headers(headers, &target, Some((&id, &method, params))) {
                 return refused;
             }
+            let session = match &target {
+                Target::Session(session) => Some(Arc::clone(&session.id)),
+                Target::NewSession | Target::Shared(_) => None,
+            };
+            let owner = match &target {
+                Target::NewSession => owner(&state, &parts),
+                Target::Session(_) | Target::Shared(_) => None,
+            };
             let call = Call {
                 id: &id,
                 method: &method,
@@ -213,9 +237,10 @@ pub(super) async fn post(AxumState(state): Shared, headers: HeaderMap, body: Byt
                 body: &body,
                 takes_json,
                 takes_sse,
+                http: HttpRequest::new(parts, session, id.clone()),
             };
             match target {
-                Target::NewSession => initialize(&state, call).await,
+                Target::NewSession => initialize(&state, call, owner).await,
                 Target::Session(session) => {
                     let conn = Arc::clone(&session.conn);
                     request(&state, &conn, Some(&session), call).await
@@ -224,17 +249,17 @@ pub(super) async fn post(AxumState(state): Shared, headers: HeaderMap, body: Byt
             }
         }
         Incoming::Notification { method, params } => {
-            let target = match target(&state, &headers, None, Some(&method), params) {
+            let target = match target(&state, &parts, None, Some(&method), params) {
                 Ok(target) => target,
                 Err(refused) => return *refused,
             };
-            if let Some(refused) = check_headers(&headers, &target, None) {
+            if let Some(refused) = check_headers(headers, &target, None) {
                 return refused;
             }
             notification(target, &method, params, &body).await
         }
         Incoming::Response { id, .. } => {
-            match target(&state, &headers, None, None, None) {
+            match target(&state, &parts, None, None, None) {
                 Ok(Target::Session(session)) => {
                     session.conn.answered(&id);
                     session.conn.send(&body).await;
@@ -291,6 +316,8 @@ struct Call<'a> {
     body: &'a Bytes,
     takes_json: bool,
     takes_sse: bool,
+    /// What its handler learns of the HTTP request.
+    http: HttpRequest,
 }
 
 fn refusal(id: &RequestId, refusal: Refusal) -> Response {
@@ -345,7 +372,8 @@ async fn request(
     call: Call<'_>,
 ) -> Response {
     let resumable = session.is_some() && state.options.replay > 0;
-    let (message, admitted) = match conn.admit(call.id, call.method, call.params, resumable) {
+    let http = Some(Arc::new(call.http));
+    let (message, admitted) = match conn.admit(call.id, call.method, call.params, resumable, http) {
         Ok(admitted) => admitted,
         Err(refused) => return refusal(call.id, refused),
     };
@@ -439,21 +467,25 @@ fn event_stream<G: Send + 'static>(
     guard: G,
 ) -> Response {
     let body = stream::body(stream_id, first, events, options, guard);
+    sse_response(Body::from_stream(body))
+}
+
+fn sse_response(body: Body) -> Response {
     (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, sse::CONTENT_TYPE),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Body::from_stream(body),
+        body,
     )
         .into_response()
 }
 
-/// `initialize` without a session: a new session, kept if the peer agrees.
-async fn initialize(state: &State, call: Call<'_>) -> Response {
+/// `initialize` without a session: a new session of `owner`, kept if the peer agrees.
+async fn initialize(state: &State, call: Call<'_>, owner: Option<String>) -> Response {
     let conn = state.session_conn();
-    let session = match state.sessions.create(Arc::clone(&conn)) {
+    let session = match state.sessions.create(Arc::clone(&conn), owner) {
         Ok(session) => session,
         Err(_) => {
             conn.peer.close();
@@ -465,7 +497,15 @@ async fn initialize(state: &State, call: Call<'_>) -> Response {
             );
         }
     };
-    let (_, admitted) = match conn.admit(call.id, call.method, call.params, false) {
+    let mut http = call.http;
+    http.session = Some(Arc::clone(&session.id));
+    let (_, admitted) = match conn.admit(
+        call.id,
+        call.method,
+        call.params,
+        false,
+        Some(Arc::new(http)),
+    ) {
         Ok(admitted) => admitted,
         Err(refused) => return refusal(call.id, refused),
     };
@@ -481,7 +521,7 @@ async fn initialize(state: &State, call: Call<'_>) -> Response {
         }
     };
     let Some(answer) = answer else {
-        state.sessions.remove(&session.id);
+        state.sessions.remove(&session.id, session.owner());
         return refusal(call.id, Refusal::Closed);
     };
     #[derive(serde::Deserialize)]
@@ -498,7 +538,7 @@ async fn initialize(state: &State, call: Call<'_>) -> Response {
         .and_then(|a| a.result);
     let Some(agreed) = agreed else {
         // Refused: no session.
-        state.sessions.remove(&session.id);
+        state.sessions.remove(&session.id, session.owner());
         return json(StatusCode::OK, answer);
     };
     let _ = session.version.set(agreed.version);
@@ -512,11 +552,12 @@ async fn initialize(state: &State, call: Call<'_>) -> Response {
 }
 
 /// `GET`: a session's stream, or the resumption of one of its streams (`Last-Event-ID`).
-pub(super) async fn get(AxumState(state): Shared, headers: HeaderMap) -> Response {
-    if let Some(refused) = check_origin(&state, &headers) {
+pub(super) async fn get(AxumState(state): Shared, parts: Parts) -> Response {
+    let headers = &parts.headers;
+    if let Some(refused) = check_origin(&state, headers) {
         return refused;
     }
-    if !accepts(&headers).1 {
+    if !accepts(headers).1 {
         return rpc_error(
             StatusCode::NOT_ACCEPTABLE,
             None,
@@ -524,7 +565,7 @@ pub(super) async fn get(AxumState(state): Shared, headers: HeaderMap) -> Respons
             "Not Acceptable: a GET stream is text/event-stream",
         );
     }
-    let Some(session_id) = session_header(&headers) else {
+    let Some(session_id) = session_header(headers) else {
         return (
             StatusCode::METHOD_NOT_ALLOWED,
             [(header::ALLOW, "POST, DELETE")],
@@ -532,11 +573,11 @@ pub(super) async fn get(AxumState(state): Shared, headers: HeaderMap) -> Respons
         )
             .into_response();
     };
-    let target = match target(&state, &headers, None, None, None) {
+    let target = match target(&state, &parts, None, None, None) {
         Ok(target) => target,
         Err(refused) => return *refused,
     };
-    if let Some(refused) = check_headers(&headers, &target, None) {
+    if let Some(refused) = check_headers(headers, &target, None) {
         return refused;
     }
     let Target::Session(session) = target else {
@@ -554,7 +595,13 @@ pub(super) async fn get(AxumState(state): Shared, headers: HeaderMap) -> Respons
             unreachable!("sessions have a stream of their own")
         };
         let events = standalone.attach_fresh();
-        return event_stream(standalone.id, None, events, options, ());
+        // Owed no answer: it ends when the server stops.
+        let body = stream::body(standalone.id, None, events, options, ());
+        let body = match state.options.stop.clone() {
+            Some(stop) => body.take_until(stop.cancelled_owned()).left_stream(),
+            None => body.right_stream(),
+        };
+        return sse_response(Body::from_stream(body));
     };
     let resumed = last
         .to_str()
@@ -587,11 +634,12 @@ pub(super) async fn get(AxumState(state): Shared, headers: HeaderMap) -> Respons
 }
 
 /// `DELETE`: ends the session.
-pub(super) async fn delete(AxumState(state): Shared, headers: HeaderMap) -> Response {
-    if let Some(refused) = check_origin(&state, &headers) {
+pub(super) async fn delete(AxumState(state): Shared, parts: Parts) -> Response {
+    let headers = &parts.headers;
+    if let Some(refused) = check_origin(&state, headers) {
         return refused;
     }
-    let Some(session_id) = session_header(&headers) else {
+    let Some(session_id) = session_header(headers) else {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             None,
@@ -599,7 +647,8 @@ pub(super) async fn delete(AxumState(state): Shared, headers: HeaderMap) -> Resp
             "Bad Request: DELETE ends a session and needs Mcp-Session-Id",
         );
     };
-    if state.sessions.remove(session_id) {
+    let owner = owner(&state, &parts);
+    if state.sessions.remove(session_id, owner.as_deref()) {
         StatusCode::OK.into_response()
     } else {
         rpc_error(StatusCode::NOT_FOUND, None, -32001, "Session not found")

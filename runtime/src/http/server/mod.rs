@@ -39,15 +39,20 @@
 
 mod conn;
 mod handlers;
+mod request;
 mod session;
 mod stream;
+
+pub use request::HttpRequest;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::request::Parts;
 use axum::routing::post;
 use cancelkit_wire::origin::OriginPolicy;
+use tokio_util::sync::CancellationToken;
 
 use crate::peer::PeerBuilder;
 use conn::{Conn, Kind};
@@ -91,6 +96,21 @@ struct Options {
     session_idle: Duration,
     replay: usize,
     stream_methods: Vec<String>,
+    owner: Option<Owner>,
+    stop: Option<CancellationToken>,
+}
+
+/// What names a request's user, from its head.
+type OwnerOf = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+
+/// Who a request is from, for sessions that belong to one user.
+#[derive(Clone)]
+struct Owner(Arc<OwnerOf>);
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Owner(..)")
+    }
 }
 
 impl McpHttpServer {
@@ -106,6 +126,8 @@ impl McpHttpServer {
                 session_idle: DEFAULT_SESSION_IDLE,
                 replay: DEFAULT_REPLAY_EVENTS,
                 stream_methods: vec!["tools/call".to_owned()],
+                owner: None,
+                stop: None,
             },
         }
     }
@@ -159,6 +181,28 @@ impl McpHttpServer {
         S: Into<String>,
     {
         self.options.stream_methods = methods.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sessions belong to the user who opened them: `owner` says who sends an HTTP request
+    /// (typically from what an authentication layer put in its extensions). A session is
+    /// only found for requests with the owner of its `initialize`; anyone else — another
+    /// user who learnt or guessed the id — is told it does not exist (404), for every
+    /// method: POST, the `GET` stream, its resumption and `DELETE`. By default sessions
+    /// belong to no one, and an unguessable id is their only protection.
+    pub fn session_owner<F>(mut self, owner: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        self.options.owner = Some(Owner(Arc::new(owner)));
+        self
+    }
+
+    /// When `stop` is cancelled, sessions' `GET` streams — which are owed no answer — end, so
+    /// a graceful shutdown does not wait for clients that keep them open; a stream still owed
+    /// an answer (a request's, or its resumption) goes on until the answer is sent.
+    pub fn stop_streams_on(mut self, stop: CancellationToken) -> Self {
+        self.options.stop = Some(stop);
         self
     }
 

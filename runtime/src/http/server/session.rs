@@ -11,8 +11,11 @@ use super::conn::Conn;
 
 /// One session.
 pub(super) struct Session {
-    pub(super) id: String,
+    pub(super) id: Arc<str>,
     pub(super) conn: Arc<Conn>,
+    /// Who opened it ([`McpHttpServer::session_owner`](super::McpHttpServer::session_owner));
+    /// nobody else finds it.
+    owner: Option<String>,
     /// The revision `initialize` agreed on; set once it is answered.
     pub(super) version: OnceLock<String>,
     last_used: Mutex<Instant>,
@@ -25,6 +28,11 @@ impl Session {
             .get()
             .and_then(|v| v.parse::<McpRevision>().ok())
             .is_some_and(McpRevision::has_priming_event)
+    }
+
+    /// Who opened it, if sessions have owners.
+    pub(super) fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 
     fn touch(&self) {
@@ -49,7 +57,7 @@ impl Session {
 
 /// Every session of a server.
 pub(super) struct Sessions {
-    map: Mutex<HashMap<String, Arc<Session>>>,
+    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
     max: usize,
     idle: Duration,
     sweeper: OnceLock<()>,
@@ -69,12 +77,16 @@ impl Sessions {
         })
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Session>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new session around `conn`; sessions that expired make room first.
-    pub(super) fn create(self: &Arc<Self>, conn: Arc<Conn>) -> Result<Arc<Session>, TooMany> {
+    /// A new session of `owner` around `conn`; sessions that expired make room first.
+    pub(super) fn create(
+        self: &Arc<Self>,
+        conn: Arc<Conn>,
+        owner: Option<String>,
+    ) -> Result<Arc<Session>, TooMany> {
         self.start_sweeper();
         let mut map = self.map();
         if map.len() >= self.max {
@@ -84,18 +96,22 @@ impl Sessions {
             return Err(TooMany);
         }
         let session = Arc::new(Session {
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
             conn,
+            owner,
             version: OnceLock::new(),
             last_used: Mutex::new(Instant::now()),
         });
-        map.insert(session.id.clone(), Arc::clone(&session));
+        map.insert(Arc::clone(&session.id), Arc::clone(&session));
         Ok(session)
     }
 
-    /// The session named `id`, marked used.
-    pub(super) fn get(&self, id: &str) -> Option<Arc<Session>> {
+    /// The session named `id`, if `owner` opened it; marked used.
+    pub(super) fn get(&self, id: &str, owner: Option<&str>) -> Option<Arc<Session>> {
         let session = self.map().get(id).cloned()?;
+        if session.owner.as_deref() != owner {
+            return None;
+        }
         if session.conn.is_closed() {
             self.map().remove(id);
             return None;
@@ -104,16 +120,24 @@ impl Sessions {
         Some(session)
     }
 
-    /// Ends the session named `id`: its peer closes, cancelling what it runs.
-    pub(super) fn remove(&self, id: &str) -> bool {
-        let Some(session) = self.map().remove(id) else {
+    /// Ends the session named `id` if `owner` opened it: its peer closes, cancelling what it
+    /// runs.
+    pub(super) fn remove(&self, id: &str, owner: Option<&str>) -> bool {
+        let session = {
+            let mut map = self.map();
+            if map.get(id).is_none_or(|s| s.owner.as_deref() != owner) {
+                return false;
+            }
+            map.remove(id)
+        };
+        let Some(session) = session else {
             return false;
         };
         session.conn.peer.close();
         true
     }
 
-    fn sweep_locked(map: &mut HashMap<String, Arc<Session>>, idle: Duration) {
+    fn sweep_locked(map: &mut HashMap<Arc<str>, Arc<Session>>, idle: Duration) {
         map.retain(|_, session| {
             let expired = session.expired(idle);
             if expired {

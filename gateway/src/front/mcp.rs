@@ -1,0 +1,232 @@
+//! `/mcp`: MCP over Streamable HTTP, served by the runtime's
+//! [`McpHttpServer`] — the same sessions, streams, resumption,
+//! keep-alive, admission and bounds as any cancelkit server. What is the gateway's own lives
+//! here: a [`Router`] whose `tools/call` is a gateway run, and the per-user rules around it.
+//!
+//! - Sessions (2025-11-25 and earlier) belong to the user whose token opened them: anyone
+//!   else is told the session does not exist.
+//! - A caller without `tools.execute` is refused (403) before anything is read.
+//! - A `tools/call` is a run keyed by (user, session — or, at 2026-07-28, a channel of its
+//!   own —, the client's id), so the cancellation API finds it by the id the client gave.
+//!   The server cancels the handler when the client does (`notifications/cancelled`; at
+//!   2026-07-28 a closed stream), and when the session ends (`DELETE`, expiry); the handler
+//!   cancels the run with the matching source (`client`, `disconnect`). A run cancelled from
+//!   the API is answered -32800.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
+use cancelkit::http::server::{HttpRequest, McpHttpServer};
+use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
+use cancelkit::protocol::jsonrpc::ErrorCode;
+use cancelkit::wire::meta::SERVER_INFO;
+use cancelkit::{CancelReason, JsonRpcError};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::app::{App, server_info};
+use crate::auth::Caller;
+use crate::calls::{self, CallRequest};
+use crate::runs::record::CancelSource;
+use crate::upstream::PROGRESS_BUFFER;
+
+/// A session unused this long (nothing in flight, no stream open) is ended.
+pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
+
+/// The axum service of `/mcp` for `app` (behind the gateway's origin and token layers, which
+/// put the [`Caller`] in each request's extensions).
+pub fn service(app: &Arc<App>) -> axum::Router {
+    let config = &app.config;
+    let builder = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
+        .router(router(app))
+        .max_frame_len(config.limits.max_body_bytes)
+        // Runs have their own bound (`limits.max_runs`, answered -32050); the peer's must not
+        // be the lower one, since every 2026-07-28 request shares one peer.
+        .max_in_flight(config.limits.max_runs);
+    McpHttpServer::new(builder)
+        .keep_alive(config.keep_alive)
+        .origin_policy(config.origins.clone())
+        .max_sessions(config.limits.max_sessions)
+        .session_idle(SESSION_IDLE)
+        .session_owner(|parts| {
+            parts
+                .extensions
+                .get::<Caller>()
+                .map(|caller| caller.sub.to_string())
+        })
+        .stop_streams_on(app.stopping.clone())
+        .into_router()
+        .layer(axum::middleware::from_fn(require_execute))
+}
+
+/// 403 for a caller without `tools.execute`.
+async fn require_execute(request: Request, next: Next) -> Response {
+    match request.extensions().get::<Caller>() {
+        Some(caller) if caller.may_execute() => next.run(request).await,
+        _ => super::detail(
+            StatusCode::FORBIDDEN,
+            "Forbidden: permission tools.execute is required",
+        ),
+    }
+}
+
+fn router(app: &Arc<App>) -> Router {
+    let initialize = {
+        let app = Arc::clone(app);
+        move |params: Value, _cx: Context| {
+            let result = app.initialize_result(&params);
+            async move { Ok::<_, JsonRpcError>(result) }
+        }
+    };
+    let list = {
+        let app = Arc::clone(app);
+        move |_: Value, _cx: Context| {
+            let app = Arc::clone(&app);
+            async move { Ok::<_, JsonRpcError>(json!({"tools": app.upstreams.list_tools().await})) }
+        }
+    };
+    let call = {
+        let app = Arc::clone(app);
+        move |params: Value, cx: Context| tools_call(Arc::clone(&app), params, cx)
+    };
+    Router::new()
+        .request("initialize", initialize)
+        // The runtime adds `supportedVersions`, the cache fields and `resultType`.
+        .request("server/discover", |_: Value, _cx: Context| async {
+            Ok::<_, JsonRpcError>(json!({
+                "capabilities": {"tools": {"listChanged": false}},
+                "_meta": {SERVER_INFO: server_info()},
+            }))
+        })
+        .request("ping", |_: Value, _cx: Context| async {
+            Ok::<_, JsonRpcError>(json!({}))
+        })
+        .request("tools/list", list)
+        .cooperative_request("tools/call", call)
+        .notification(
+            "notifications/initialized",
+            |_: Value, _cx: Context| async {},
+        )
+}
+
+/// How a call's wait ended.
+enum Waited {
+    Outcome(calls::Outcome),
+    Cancelled(CancelSource, Option<String>),
+}
+
+/// A `tools/call`: a run of the gateway, its progress forwarded to the client, cancelled when
+/// the server cancels the handler.
+async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, JsonRpcError> {
+    static NEXT_CHANNEL: AtomicU64 = AtomicU64::new(1);
+    let http = HttpRequest::of(&cx).ok_or_else(|| {
+        // Only when the request was cancelled before its handler started.
+        JsonRpcError::internal("tools/call reached the gateway without its HTTP request")
+    })?;
+    let caller =
+        http.extensions().get::<Caller>().cloned().ok_or_else(|| {
+            JsonRpcError::internal("tools/call reached the gateway unauthenticated")
+        })?;
+    // A session's runs share its channel (its id); a 2026-07-28 request has one of its own.
+    let legacy = http.session_id().is_some();
+    let channel: Arc<str> = match http.session_id() {
+        Some(session) => Arc::from(session),
+        None => Arc::from(format!(
+            "stream-{}",
+            NEXT_CHANNEL.fetch_add(1, Ordering::Relaxed)
+        )),
+    };
+    let (progress_tx, mut progress) = mpsc::channel(PROGRESS_BUFFER);
+    let request = CallRequest {
+        caller,
+        channel,
+        id: http.client_id().clone(),
+        params,
+        progress: Some(progress_tx),
+    };
+    let mut call = match calls::start(&app, request).await {
+        Ok(call) => call,
+        Err(response) => return answer(response, legacy),
+    };
+    let waited = loop {
+        tokio::select! {
+            biased;
+            () = cancelkit::cancelled() => {
+                let (source, reason) = match cancelkit::cancel_reason() {
+                    Some(CancelReason::Peer(reason)) => (CancelSource::Client, reason),
+                    other => (
+                        CancelSource::Disconnect,
+                        other.map(|r| format!("disconnect: {r}")),
+                    ),
+                };
+                break Waited::Cancelled(source, reason);
+            }
+            Some(note) = progress.recv() => forward_progress(&cx, note).await,
+            outcome = call.outcome() => break Waited::Outcome(outcome),
+        }
+    };
+    match waited {
+        Waited::Outcome(outcome) => {
+            // Progress the run sent before its answer goes first.
+            while let Ok(note) = progress.try_recv() {
+                forward_progress(&cx, note).await;
+            }
+            answer(call.response(&outcome), legacy)
+        }
+        Waited::Cancelled(source, reason) => {
+            match (&app.runs, call.run_id()) {
+                (Some(runs), Some(run_id)) => {
+                    runs.cancel_live(run_id, source, reason);
+                }
+                // Nothing tracked: dropping the call stops its task.
+                _ => call.cancel_on_drop(source),
+            }
+            // Nobody reads it: the client cancelled, or its session is gone.
+            Err(JsonRpcError::new(
+                ErrorCode::from(-32800),
+                "Request cancelled",
+            ))
+        }
+    }
+}
+
+/// A progress notification of the run (with the token the handler was given) to the client.
+async fn forward_progress(cx: &Context, note: Value) {
+    let params = note.get("params").cloned().unwrap_or(Value::Null);
+    if cx
+        .peer()
+        .notify("notifications/progress", params)
+        .await
+        .is_err()
+    {
+        tracing::debug!("a progress notification after the client went away; dropped");
+    }
+}
+
+/// A JSON-RPC response of the gateway's as a handler's answer. For a client on 2025-11-25 or
+/// earlier, without 2026-07-28's `resultType` (an upstream of that revision puts it in).
+fn answer(mut response: Value, legacy: bool) -> Result<Value, JsonRpcError> {
+    if let Some(error) = response.get_mut("error").map(Value::take) {
+        let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("error");
+        let mut rpc_error = JsonRpcError::new(ErrorCode::from(code), message);
+        rpc_error.data = error.get("data").cloned();
+        return Err(rpc_error);
+    }
+    let mut result = response
+        .get_mut("result")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
+    if legacy && let Some(result) = result.as_object_mut() {
+        result.remove("resultType");
+    }
+    Ok(result)
+}
