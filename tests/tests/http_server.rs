@@ -12,12 +12,16 @@
 //!   progress and response, under their own id and token;
 //! - a request of the server to the client travels on the session's stream and its answer,
 //!   POSTed back, reaches the tool;
+//! - a handler reads its HTTP request (`HttpRequest::of`): what a layer put in the extensions,
+//!   the session, the client's own id at both eras;
+//! - with `session_owner`, a session is found only by its owner (404 for anyone else on POST,
+//!   GET, resumption and DELETE); `stop_streams_on` ends the GET streams, not the calls;
 //! - bad input: every refusal with its status and JSON-RPC error.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cancelkit::http::server::McpHttpServer;
+use cancelkit::http::server::{HttpRequest, McpHttpServer};
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
 use cancelkit::wire::origin::OriginPolicy;
 use cancelkit::wire::{headers, meta, sse};
@@ -25,6 +29,7 @@ use cancelkit::{JsonRpcError, cancel_reason};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
+use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for what should happen promptly.
 const WAIT: Duration = Duration::from_secs(10);
@@ -113,6 +118,20 @@ async fn call_tool(
             }
             Ok(text(params["arguments"]["tag"].as_str().unwrap_or("")))
         }
+        // What the handler learns of its HTTP request.
+        "whoami" => {
+            let http = HttpRequest::of(&cx)
+                .ok_or_else(|| JsonRpcError::internal("no HTTP request in the context"))?;
+            let user = http.extensions().get::<User>().map(|user| user.0.clone());
+            Ok(json!({
+                "user": user,
+                "session": http.session_id(),
+                "clientId": http.client_id(),
+                "method": http.method().as_str(),
+                "path": http.uri().path(),
+                "header": http.headers().get("x-user").and_then(|v| v.to_str().ok()),
+            }))
+        }
         // Asks the client for its roots and returns the answer.
         "ask" => {
             let roots: Value = cx
@@ -127,8 +146,36 @@ async fn call_tool(
     }
 }
 
+/// The user an authentication layer in front of the server names (here: the `x-user` header).
+#[derive(Clone, Debug)]
+struct User(String);
+
+/// The layer: puts the [`User`] of `x-user` in the request's extensions.
+async fn authenticate(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let user = request
+        .headers()
+        .get("x-user")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| User(v.to_owned()));
+    if let Some(user) = user {
+        request.extensions_mut().insert(user);
+    }
+    next.run(request).await
+}
+
 /// Serves the test router with `configure`'s options on a loopback port.
 async fn start(configure: impl FnOnce(McpHttpServer) -> McpHttpServer) -> Server {
+    start_wrapped(configure, |app| app).await
+}
+
+/// As [`start`], with `wrap` around the server's router (layers in front of it).
+async fn start_wrapped(
+    configure: impl FnOnce(McpHttpServer) -> McpHttpServer,
+    wrap: impl FnOnce(axum::Router) -> axum::Router,
+) -> Server {
     let (tx, rx) = mpsc::unbounded_channel();
     let router = Router::new()
         .request("initialize", |params: Value, _cx: Context| async move {
@@ -152,7 +199,7 @@ async fn start(configure: impl FnOnce(McpHttpServer) -> McpHttpServer) -> Server
     let builder = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
         .router(router)
         .max_frame_len(64 * 1024);
-    let app = configure(McpHttpServer::new(builder)).into_router();
+    let app = wrap(configure(McpHttpServer::new(builder)).into_router());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -205,10 +252,22 @@ fn tool(id: Value, name: &str, arguments: Value) -> Value {
 
 /// Opens a 2025-11-25 session; its id.
 async fn session(server: &Server) -> String {
+    session_of(server, None).await
+}
+
+/// Opens a 2025-11-25 session as `user` (the `x-user` header), or as nobody; its id.
+async fn session_of(server: &Server, user: Option<&str>) -> String {
+    let as_user = |request: reqwest::RequestBuilder| match user {
+        Some(user) => request.header("x-user", user),
+        None => request,
+    };
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
         "clientInfo": {"name": "raw", "version": "1"}}});
-    let response = post(&server.url, None, &initialize).send().await.unwrap();
+    let response = as_user(post(&server.url, None, &initialize))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     let session = response.headers()[headers::SESSION_ID]
         .to_str()
@@ -217,7 +276,7 @@ async fn session(server: &Server) -> String {
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["result"]["protocolVersion"], "2025-11-25");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = post(&server.url, Some(&session), &initialized)
+    let response = as_user(post(&server.url, Some(&session), &initialized))
         .send()
         .await
         .unwrap();
@@ -741,4 +800,180 @@ async fn a_loopback_server_checking_hosts_refuses_a_rebound_name() {
     assert_eq!(refused.status(), 403);
     let allowed = post(&server.url, None, &echo).send().await.unwrap();
     assert_eq!(allowed.status(), 200);
+}
+
+/// The result of a `whoami` call answered on `response` (JSON or an event stream).
+async fn whoami_result(response: reqwest::Response) -> Value {
+    assert_eq!(response.status(), 200);
+    let streamed = response.headers().get("content-type").is_some_and(|v| {
+        v.to_str()
+            .unwrap_or_default()
+            .starts_with(sse::CONTENT_TYPE)
+    });
+    let answer = if streamed {
+        messages(&events(response, |_| false).await)
+            .pop()
+            .expect("an answer")
+    } else {
+        response.json().await.unwrap()
+    };
+    answer["result"].clone()
+}
+
+#[tokio::test]
+async fn a_handler_reads_its_http_request_at_both_eras() {
+    let server = start_wrapped(
+        |s| s,
+        |app| app.layer(axum::middleware::from_fn(authenticate)),
+    )
+    .await;
+    // In a session: the session, the id as sent, what the layer put in the extensions.
+    let session = session_of(&server, Some("alice")).await;
+    let response = post(
+        &server.url,
+        Some(&session),
+        &tool(json!(7), "whoami", json!({})),
+    )
+    .header("x-user", "alice")
+    .send()
+    .await
+    .unwrap();
+    let seen = whoami_result(response).await;
+    assert_eq!(
+        seen,
+        json!({"user": "alice", "session": session, "clientId": 7, "method": "POST",
+               "path": "/mcp", "header": "alice"})
+    );
+    // At 2026-07-28: no session, and the client's own id although the handler runs under one
+    // of the server's (two clients sending "abc" at once share the peer).
+    let response = post(
+        &server.url,
+        None,
+        &stamped(tool(json!("abc"), "whoami", json!({}))),
+    )
+    .header("x-user", "bob")
+    .send()
+    .await
+    .unwrap();
+    let seen = whoami_result(response).await;
+    assert_eq!(
+        seen,
+        json!({"user": "bob", "session": null, "clientId": "abc", "method": "POST",
+               "path": "/mcp", "header": "bob", "resultType": "complete"})
+    );
+}
+
+#[tokio::test]
+async fn with_an_owner_a_session_is_found_only_by_its_owner() {
+    let server = start(|s| {
+        s.session_owner(|parts| {
+            parts
+                .headers
+                .get("x-user")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+    })
+    .await;
+    let session = session_of(&server, Some("alice")).await;
+    let echo = tool(json!(1), "echo", json!({"text": "x"}));
+    // Bob, and a request naming no user, are told the session does not exist.
+    for user in [Some("bob"), None] {
+        let as_user = |request: reqwest::RequestBuilder| match user {
+            Some(user) => request.header("x-user", user),
+            None => request,
+        };
+        let label = format!("{user:?}");
+        let posted = as_user(post(&server.url, Some(&session), &echo))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(posted.status(), 404, "POST as {label}");
+        let error: Value = posted.json().await.unwrap();
+        assert_eq!(error["error"]["code"], -32001, "POST as {label}");
+        let get = |resume: bool| {
+            let mut request = as_user(client().get(&server.url))
+                .header("accept", sse::CONTENT_TYPE)
+                .header(headers::SESSION_ID, &session);
+            if resume {
+                request = request.header(headers::LAST_EVENT_ID, "0");
+            }
+            request.send()
+        };
+        assert_eq!(get(false).await.unwrap().status(), 404, "GET as {label}");
+        assert_eq!(get(true).await.unwrap().status(), 404, "resume as {label}");
+        let deleted = as_user(client().delete(&server.url))
+            .header(headers::SESSION_ID, &session)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deleted.status(), 404, "DELETE as {label}");
+    }
+    // The session is untouched: alice calls, then ends it.
+    let posted = post(&server.url, Some(&session), &echo)
+        .header("x-user", "alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 200);
+    let deleted = client()
+        .delete(&server.url)
+        .header("x-user", "alice")
+        .header(headers::SESSION_ID, &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+}
+
+#[tokio::test]
+async fn the_stop_token_ends_get_streams_and_calls_run_on_to_their_answers() {
+    let stop = CancellationToken::new();
+    let server = start({
+        let stop = stop.clone();
+        |s| s.stop_streams_on(stop)
+    })
+    .await;
+    let session = session(&server).await;
+    let stream = client()
+        .get(&server.url)
+        .header("accept", sse::CONTENT_TYPE)
+        .header(headers::SESSION_ID, &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let call = post(
+        &server.url,
+        Some(&session),
+        &tool(json!(1), "sleep", json!({"seconds": 0.5})),
+    )
+    .send()
+    .await
+    .unwrap();
+    let answer = tokio::spawn(events(call, |_| false));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.cancel();
+    // The GET stream ends (`events` panics if it is still open after its wait)...
+    let started = Instant::now();
+    let on_stream = events(stream, |_| false).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "{on_stream:?}");
+    assert!(messages(&on_stream).is_empty(), "{on_stream:?}");
+    // ...and the call is answered.
+    let got = messages(&answer.await.unwrap());
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["result"]["content"][0]["text"], "slept 0.5");
+    // A GET opened after the stop ends at once.
+    let late = client()
+        .get(&server.url)
+        .header("accept", sse::CONTENT_TYPE)
+        .header(headers::SESSION_ID, &session)
+        .send()
+        .await
+        .unwrap();
+    if late.status() == 200 {
+        let started = Instant::now();
+        events(late, |_| false).await;
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
 }
