@@ -374,8 +374,9 @@ pub fn build(results: &Results) -> Report {
     table.note(format!(
         "Before the load rounds the gateway had finished {} tool calls, after them {}. It keeps \
          the status of up to 100,000 finished runs for 300 s (its defaults `max_retained` and \
-         `cancellation.status_retention`), and its cancel API looks the request id up by \
-         scanning every live and retained run (gateway/src/runs/mod.rs, `local_matches`).{slowed}",
+         `cancellation.status_retention`); its cancel API finds the request id in an index of the \
+         runs by id (gateway/src/runs/mod.rs, `local_matches`), so the answer should not slow \
+         with their number.{slowed}",
         number(results.gateway_runs[0] as f64, 0),
         number(results.gateway_runs[1] as f64, 0)
     ));
