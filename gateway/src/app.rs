@@ -1,6 +1,5 @@
 //! The gateway assembled: state, routes, layers, serving and draining.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -19,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Verifier;
 use crate::config::Config;
 use crate::front::{self, api, mcp, rpc};
+use crate::listen;
 use crate::runs::record::CancelSource;
 use crate::runs::{self, Runs};
 use crate::upstream::Upstreams;
@@ -148,11 +148,13 @@ impl App {
 
     /// Serves on `listener` until `shutdown` completes, then drains: new calls are refused,
     /// runs get the drain grace to finish, then the rest are cancelled; upstreams are stopped.
+    /// Connections are bounded by `bounds` ([`listen::bounds`]) and `[connections]`.
     pub async fn serve(
         self: Arc<Self>,
         listener: TcpListener,
+        bounds: listen::Bounds,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
+    ) {
         let app = Arc::clone(&self);
         let drained = CancellationToken::new();
         let drained_signal = drained.clone();
@@ -161,22 +163,18 @@ impl App {
             app.drain().await;
             drained_signal.cancel();
         };
-        let service = self
-            .router()
-            .into_make_service_with_connect_info::<SocketAddr>();
+        let router = self.router();
+        let overflow = self.overflow_router();
+        let connections = &self.config.connections;
         match self.config.tls.server.clone() {
             Some(tls) => {
-                // TlsListener turns Nagle off itself; tap_io gives the peer's address to
-                // ConnectInfo.
-                let listener = TlsListener::new(listener, tls).tap_io(|_| {});
-                axum::serve(listener, service)
-                    .with_graceful_shutdown(stop)
-                    .await?;
+                // TlsListener turns Nagle off itself.
+                let listener = TlsListener::new(listener, tls);
+                listen::serve(listener, router, overflow, connections, bounds, stop).await;
             }
             None => {
-                axum::serve(no_delay(listener), service)
-                    .with_graceful_shutdown(stop)
-                    .await?;
+                let listener = no_delay(listener);
+                listen::serve(listener, router, overflow, connections, bounds, stop).await;
             }
         }
         drained.cancelled().await;
@@ -186,7 +184,14 @@ impl App {
         if let Some(cluster) = self.runs.as_ref().and_then(|r| r.cluster()) {
             cluster.shutdown();
         }
-        Ok(())
+    }
+
+    /// What a connection beyond a cap is answered ([`listen`]): `/health`, else 503.
+    fn overflow_router(self: &Arc<Self>) -> Router {
+        Router::new()
+            .route("/health", get(front::health))
+            .fallback(listen::over_capacity)
+            .with_state(Arc::clone(self))
     }
 
     /// Refuses new calls, waits up to the drain grace for runs in flight, cancels the rest.

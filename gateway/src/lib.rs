@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod front;
+pub mod listen;
 pub mod runs;
 pub mod upstream;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cancelkit_gateway::auth::{Verifier, generate_secret};
 use cancelkit_gateway::config::{Config, Overrides};
-use cancelkit_gateway::{App, demo};
+use cancelkit_gateway::{App, demo, listen};
 use clap::{Parser, Subcommand};
 
 /// An MCP gateway whose tool calls can be cancelled: by the client, through
@@ -81,6 +81,13 @@ fn main() -> ExitCode {
 }
 
 async fn serve(config: Config) -> ExitCode {
+    let bounds = match listen::bounds(&config.connections) {
+        Ok(bounds) => bounds,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -102,14 +109,17 @@ async fn serve(config: Config) -> ExitCode {
     };
     let app = App::new(config);
     println!("listening on {scheme}://{address} (worker {worker})");
-    tracing::info!(%address, %worker, redis, cancellation = enabled, "gateway serving");
-    match app.serve(listener, shutdown_signal()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: the server failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tracing::info!(
+        %address,
+        %worker,
+        redis,
+        cancellation = enabled,
+        max_connections = bounds.max_connections,
+        max_connections_per_ip = bounds.max_per_ip,
+        "gateway serving"
+    );
+    app.serve(listener, bounds, shutdown_signal()).await;
+    ExitCode::SUCCESS
 }
 
 async fn shutdown_signal() {

@@ -30,6 +30,8 @@ pub(super) struct File {
     #[serde(default)]
     pub(super) limits: LimitsFile,
     #[serde(default)]
+    pub(super) connections: ConnectionsFile,
+    #[serde(default)]
     pub(super) upstream: Vec<UpstreamFile>,
 }
 
@@ -58,6 +60,16 @@ pub(super) struct LimitsFile {
     pub(super) max_retained: Option<usize>,
     pub(super) max_tombstones: Option<usize>,
     pub(super) max_sessions: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConnectionsFile {
+    pub(super) header_timeout: Option<String>,
+    pub(super) max_connections: Option<usize>,
+    pub(super) max_connections_per_ip: Option<usize>,
+    pub(super) fd_reserve: Option<usize>,
+    pub(super) http2: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
