@@ -255,16 +255,20 @@ async fn session(server: &Server) -> String {
     session_of(server, None).await
 }
 
-/// Opens a 2025-11-25 session as `user` (the `x-user` header), or as nobody; its id.
-async fn session_of(server: &Server, user: Option<&str>) -> String {
-    let as_user = |request: reqwest::RequestBuilder| match user {
+/// `request` as `user` (the `x-user` header), or as nobody.
+fn as_user(request: reqwest::RequestBuilder, user: Option<&str>) -> reqwest::RequestBuilder {
+    match user {
         Some(user) => request.header("x-user", user),
         None => request,
-    };
+    }
+}
+
+/// Opens a 2025-11-25 session as `user` (the `x-user` header), or as nobody; its id.
+async fn session_of(server: &Server, user: Option<&str>) -> String {
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
         "clientInfo": {"name": "raw", "version": "1"}}});
-    let response = as_user(post(&server.url, None, &initialize))
+    let response = as_user(post(&server.url, None, &initialize), user)
         .send()
         .await
         .unwrap();
@@ -276,7 +280,7 @@ async fn session_of(server: &Server, user: Option<&str>) -> String {
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["result"]["protocolVersion"], "2025-11-25");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = as_user(post(&server.url, Some(&session), &initialized))
+    let response = as_user(post(&server.url, Some(&session), &initialized), user)
         .send()
         .await
         .unwrap();
@@ -879,12 +883,8 @@ async fn with_an_owner_a_session_is_found_only_by_its_owner() {
     let echo = tool(json!(1), "echo", json!({"text": "x"}));
     // Bob, and a request naming no user, are told the session does not exist.
     for user in [Some("bob"), None] {
-        let as_user = |request: reqwest::RequestBuilder| match user {
-            Some(user) => request.header("x-user", user),
-            None => request,
-        };
         let label = format!("{user:?}");
-        let posted = as_user(post(&server.url, Some(&session), &echo))
+        let posted = as_user(post(&server.url, Some(&session), &echo), user)
             .send()
             .await
             .unwrap();
@@ -892,7 +892,7 @@ async fn with_an_owner_a_session_is_found_only_by_its_owner() {
         let error: Value = posted.json().await.unwrap();
         assert_eq!(error["error"]["code"], -32001, "POST as {label}");
         let get = |resume: bool| {
-            let mut request = as_user(client().get(&server.url))
+            let mut request = as_user(client().get(&server.url), user)
                 .header("accept", sse::CONTENT_TYPE)
                 .header(headers::SESSION_ID, &session);
             if resume {
@@ -902,7 +902,7 @@ async fn with_an_owner_a_session_is_found_only_by_its_owner() {
         };
         assert_eq!(get(false).await.unwrap().status(), 404, "GET as {label}");
         assert_eq!(get(true).await.unwrap().status(), 404, "resume as {label}");
-        let deleted = as_user(client().delete(&server.url))
+        let deleted = as_user(client().delete(&server.url), user)
             .header(headers::SESSION_ID, &session)
             .send()
             .await

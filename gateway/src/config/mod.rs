@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use cancelkit::wire::origin::OriginPolicy;
 
+mod connections;
 mod file;
 mod network;
 mod upstreams;
 
+pub use connections::Connections;
 use file::File;
 pub use network::Tls;
 pub use upstreams::{Transport, Upstream};
@@ -120,34 +122,6 @@ pub struct Auth {
     pub jwt_secret: Option<String>,
     /// `sub` → permissions; the key `*` applies to every valid token.
     pub permissions: BTreeMap<String, Vec<String>>,
-}
-
-/// `[connections]`: the bounds of client connections (see [`crate::listen`]).
-#[derive(Debug, Clone)]
-pub struct Connections {
-    /// A request head must arrive within this (also how long a kept-alive connection may wait
-    /// for its next request).
-    pub header_timeout: Duration,
-    /// Connections served at once.
-    pub max_connections: usize,
-    /// Of those, from one client address.
-    pub max_connections_per_ip: usize,
-    /// Descriptors kept for everything but client connections (upstreams, Redis, the log).
-    pub fd_reserve: usize,
-    /// Whether HTTP/2 (cleartext, by prior knowledge) is served.
-    pub http2: bool,
-}
-
-impl Default for Connections {
-    fn default() -> Self {
-        Connections {
-            header_timeout: Duration::from_secs(10),
-            max_connections: 4096,
-            max_connections_per_ip: 256,
-            fd_reserve: 256,
-            http2: false,
-        }
-    }
 }
 
 /// `[limits]`: every map the gateway keeps has a bound.
@@ -355,37 +329,8 @@ impl Config {
             .map_err(|e| key_error("limits.max_sessions", e))?,
         };
 
-        let connection_defaults = Connections::default();
-        let connections = Connections {
-            header_timeout: duration(
-                "connections.header_timeout",
-                &parsed.connections.header_timeout,
-                connection_defaults.header_timeout,
-            )?,
-            max_connections: positive(
-                "connections.max_connections",
-                parsed.connections.max_connections,
-                connection_defaults.max_connections,
-            )
-            .map_err(|e| key_error("connections.max_connections", e))?,
-            max_connections_per_ip: positive(
-                "connections.max_connections_per_ip",
-                parsed.connections.max_connections_per_ip,
-                connection_defaults.max_connections_per_ip,
-            )
-            .map_err(|e| key_error("connections.max_connections_per_ip", e))?,
-            fd_reserve: parsed
-                .connections
-                .fd_reserve
-                .unwrap_or(connection_defaults.fd_reserve),
-            http2: parsed.connections.http2.unwrap_or(false),
-        };
-        if connections.header_timeout.is_zero() {
-            return Err(key_error(
-                "connections.header_timeout",
-                "must be longer than 0".into(),
-            ));
-        }
+        let connections = connections::resolve(&parsed.connections)
+            .map_err(|(key, problem)| key_error(key, problem))?;
 
         let upstreams = upstreams::resolve(parsed.upstream, &tls.trusted, &env, &key_error)?;
 

@@ -1,142 +1,34 @@
 //! The life of an inbound request or notification: admission at the bounds, a task and a scope
 //! of its own, the concurrency slot, and exactly one answer.
 //!
-//! The reader calls [`request`] and [`notification`]; they do only what must happen in order
+//! The reader calls [`request`] and [`notification`] (in `notifications.rs`); they do only what must happen in order
 //! with the cancels around them (admission, registration, the protocol's reader-side rules) and
 //! leave the rest — parsing the params into the handler's type, running it, answering — to the
 //! request's own task, so a big message never holds up the cancels behind it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
 use futures_util::FutureExt;
 use serde_json::value::RawValue;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::budget::{Budget, Counter};
 use super::disconnect::Answer;
 use super::handle::PeerHandle;
+use super::policy::Kind;
 use super::policy::tasks::{self, Tasks};
-use super::policy::{CancelRequest, Kind};
-use super::registry::{self, Cancel};
-use super::router::{BoxFuture, Context, ErasedNotification, Reply, RequestRoute};
+use super::registry::{self};
+use super::router::{BoxFuture, Context, Reply, RequestRoute};
 use super::wire;
 use crate::{CancelReason, JsonRpcError, Scope};
 
+pub(crate) use super::limits::Limits;
+use super::limits::{Admitted, Ticket};
+pub(crate) use super::notifications::{QueuedNotification, notification, notification_loop};
+
 /// MCP `notifications/progress`: resets the progress timeout of the request of ours it names.
-const PROGRESS: &str = "notifications/progress";
-
-/// The bounds on a connection's inbound work.
-#[derive(Debug)]
-pub(crate) struct Limits {
-    /// Requests in flight: running, or queued for a concurrency slot.
-    requests: Counter,
-    /// Bytes of params held by the requests in flight.
-    request_bytes: Counter,
-    /// Running handlers, at most.
-    concurrency: Option<Arc<Semaphore>>,
-    /// Bytes of params held by notifications queued for their handlers.
-    pub(crate) notification_bytes: Budget,
-    /// Refusing requests since the last warning: refusals are logged once per episode, not
-    /// once per request (a flood of requests must not become a flood of log lines).
-    refusing: AtomicBool,
-}
-
-impl Limits {
-    pub(crate) fn new(
-        max_requests: usize,
-        max_request_bytes: usize,
-        concurrency: Option<usize>,
-        max_notification_bytes: usize,
-    ) -> Self {
-        Self {
-            requests: Counter::new(max_requests),
-            request_bytes: Counter::new(max_request_bytes),
-            concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
-            notification_bytes: Budget::new(max_notification_bytes),
-            refusing: AtomicBool::new(false),
-        }
-    }
-
-    /// Admits a request whose params are `bytes` long, or says why not.
-    fn admit(&self, bytes: usize) -> Result<Ticket, JsonRpcError> {
-        if !self.requests.try_add(1) {
-            return Err(overloaded(format!(
-                "{} requests are already in flight on this connection; retry later",
-                self.requests.max()
-            )));
-        }
-        let bytes = self.request_bytes.cost_of_bytes(bytes);
-        if !self.request_bytes.try_add(bytes) {
-            self.requests.sub(1);
-            return Err(overloaded(format!(
-                "the requests in flight on this connection already hold {} bytes; retry later",
-                self.request_bytes.max()
-            )));
-        }
-        Ok(Ticket { bytes })
-    }
-
-    fn release(&self, ticket: Ticket) {
-        self.request_bytes.sub(ticket.bytes);
-        self.requests.sub(1);
-        if self.refusing.load(Ordering::Relaxed) {
-            self.refusing.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// Logs a refusal: a warning for the first of an episode, debug lines for the rest.
-    fn log_refusal(&self, id: &RequestId, method: &str, why: &JsonRpcError) {
-        if self.refusing.swap(true, Ordering::Relaxed) {
-            tracing::debug!(request_id = %id, method, "refused a request: the connection is at its bounds");
-        } else {
-            tracing::warn!(request_id = %id, method, why = ?why.data, "refusing requests with -32050 until some of those in flight finish");
-        }
-    }
-
-    /// Completes once every admitted request has finished and sent its answer (used when
-    /// closing, after the reader has stopped admitting).
-    pub(crate) async fn all_answered(&self) {
-        self.requests.emptied().await;
-    }
-
-    /// Wakes whoever waits for room in the notification queue, and refuses them.
-    pub(crate) fn close(&self) {
-        self.notification_bytes.close();
-    }
-}
-
-fn overloaded(why: String) -> JsonRpcError {
-    JsonRpcError::new(ErrorCode::ServerOverloaded, "Server overloaded").with_data(why)
-}
-
-/// An admitted request's share of the limits.
-#[derive(Debug)]
-struct Ticket {
-    bytes: usize,
-}
-
-/// Gives a ticket back when the request is done, however its task ends.
-struct Admitted<'a> {
-    limits: &'a Limits,
-    ticket: Option<Ticket>,
-}
-
-impl Admitted<'_> {
-    fn release(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            self.limits.release(ticket);
-        }
-    }
-}
-
-impl Drop for Admitted<'_> {
-    fn drop(&mut self) {
-        self.release();
-    }
-}
+pub(super) const PROGRESS: &str = "notifications/progress";
 
 /// What serves an admitted request.
 enum Handler {
@@ -516,145 +408,4 @@ async fn run_handler(
         reply = handler => reply,
         () = token.cancelled() => cancelled(),
     }
-}
-
-/// A notification waiting for its handler.
-pub(crate) struct QueuedNotification {
-    handler: Arc<dyn ErasedNotification>,
-    method: Box<str>,
-    params: Option<Box<RawValue>>,
-    cx: Context,
-    /// Its room in the notification budget.
-    cost: u32,
-}
-
-/// Reader side of a notification: a cancel is applied here and now; anything else with a
-/// handler is queued for it, waiting for room in the notification budget (back-pressure on
-/// the reader when handlers fall behind).
-pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option<&RawValue>) {
-    let shared = &peer.shared;
-    if let Some(cancel) = shared.rules.protocol.parse_cancel(method, params) {
-        match cancel {
-            Ok(cancel) => apply_cancel(peer, cancel),
-            Err(why) => tracing::warn!(method, why, "ignored a malformed cancel notification"),
-        }
-        return;
-    }
-    // Also delivered to the application's handler, if it has one.
-    shared
-        .rules
-        .on_notification(&shared.registry, method, params);
-    if method == PROGRESS && matches!(shared.rules.protocol, super::Protocol::Mcp(_)) {
-        shared.on_progress(params);
-    }
-    let Some(handler) = shared.router.notification_route(method) else {
-        if method.starts_with("$/") {
-            tracing::debug!(method, "ignored an unknown protocol notification");
-        } else {
-            tracing::debug!(method, "ignored a notification without a handler");
-        }
-        return;
-    };
-    let budget = &shared.limits.notification_bytes;
-    let cost = budget.cost_of_bytes(params.map_or(0, |p| p.get().len()));
-    if !budget.take(cost).await {
-        return; // closing
-    }
-    let queued = QueuedNotification {
-        handler: Arc::clone(handler),
-        method: method.into(),
-        params: params.map(ToOwned::to_owned),
-        cx: Context {
-            peer: peer.clone(),
-            id: None,
-            transport: None,
-        },
-        cost,
-    };
-    if let Err(unsent) = shared.notifications.send(queued) {
-        budget.give_back(unsent.0.cost);
-    }
-}
-
-fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
-    let shared = &peer.shared;
-    if shared.rules.is_2026_client() {
-        // MCP 2026-07-28: a server cancels nothing of ours but a subscription stream it ends.
-        if shared.end_listen(&cancel.id, cancel.reason.clone()) {
-            tracing::info!(request_id = %cancel.id, "the server ended a subscriptions/listen stream");
-        } else {
-            tracing::warn!(request_id = %cancel.id, "ignored a notifications/cancelled from an MCP 2026-07-28 server that names no subscriptions/listen stream of ours");
-        }
-        return;
-    }
-    let reason = CancelReason::Peer(cancel.reason.clone());
-    match shared
-        .registry
-        .cancel(&cancel.id, reason, !shared.rules.answer_cancelled)
-    {
-        // Logged with its method and cause when the handler stops.
-        Cancel::Cancelled => tracing::debug!(
-            request_id = %cancel.id,
-            reason = cancel.reason.as_deref().unwrap_or("none given"),
-            "applied the peer's cancel"
-        ),
-        outcome => tracing::info!(
-            request_id = %cancel.id,
-            ?outcome,
-            "ignored a cancel for a request that is unknown, finished, already cancelled or not cancellable"
-        ),
-    }
-}
-
-/// Runs notification handlers one at a time, in the order the notifications arrived (streamed
-/// updates such as ACP `session/update` must not overtake each other), until the connection
-/// closes. Params are parsed here, not on the reader.
-pub(crate) async fn notification_loop(
-    mut queue: mpsc::UnboundedReceiver<QueuedNotification>,
-    budget: Budget,
-    scope: Scope,
-) {
-    let closed = scope.token().clone();
-    scope
-        .run(async move {
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = closed.cancelled() => break,
-                    next = queue.recv() => next,
-                };
-                let Some(queued) = next else { break };
-                let QueuedNotification {
-                    handler,
-                    method,
-                    params,
-                    cx,
-                    cost,
-                } = queued;
-                let run = std::panic::AssertUnwindSafe(async {
-                    match handler.call(params.as_deref(), cx) {
-                        Ok(handler) => {
-                            drop(params);
-                            handler.await;
-                        }
-                        Err(why) => tracing::warn!(
-                            method = &*method,
-                            why,
-                            "ignored a notification with invalid params"
-                        ),
-                    }
-                })
-                .catch_unwind();
-                let stopped = tokio::select! {
-                    biased;
-                    () = closed.cancelled() => true,
-                    _ = run => false,
-                };
-                budget.give_back(cost);
-                if stopped {
-                    break;
-                }
-            }
-        })
-        .await;
 }

@@ -19,13 +19,15 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
-use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::codec::FramedRead;
 
+use super::lines::Lines;
+use super::params::{cancelled_id, token_of, with_progress_token, with_token};
 use super::request::HttpRequest;
 use super::stream::ResponseStream;
 use crate::JsonRpcError;
@@ -452,103 +454,9 @@ impl Conn {
     }
 }
 
-/// `params` with `_meta.progressToken` set to `token`.
-fn with_token(params: &RawValue, token: &RequestId) -> Box<RawValue> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(params.get()).unwrap_or(serde_json::Value::Null);
-    if let Some(meta) = value.get_mut("_meta").and_then(|m| m.as_object_mut()) {
-        meta.insert(
-            "progressToken".into(),
-            serde_json::to_value(token).unwrap_or_default(),
-        );
-    }
-    serde_json::value::to_raw_value(&value).unwrap_or_else(|_| params.to_owned())
-}
-
-/// Progress params with `progressToken` set to `token`.
-fn with_progress_token(params: &RawValue, token: &RequestId) -> Box<RawValue> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(params.get()).unwrap_or(serde_json::Value::Null);
-    if let Some(object) = value.as_object_mut() {
-        object.insert(
-            "progressToken".into(),
-            serde_json::to_value(token).unwrap_or_default(),
-        );
-    }
-    serde_json::value::to_raw_value(&value).unwrap_or_else(|_| params.to_owned())
-}
-
-fn token_of(params: &str) -> Option<RequestId> {
-    #[derive(serde::Deserialize)]
-    struct Progress {
-        #[serde(rename = "progressToken")]
-        token: RequestId,
-    }
-    serde_json::from_str::<Progress>(params)
-        .ok()
-        .map(|p| p.token)
-}
-
-fn cancelled_id(params: &str) -> Option<RequestId> {
-    #[derive(serde::Deserialize)]
-    struct Cancelled {
-        #[serde(rename = "requestId")]
-        id: RequestId,
-    }
-    serde_json::from_str::<Cancelled>(params).ok().map(|c| c.id)
-}
-
-/// Splits the peer's output into lines, none longer than the limit (a longer one is dropped
-/// whole, with a log line).
-struct Lines {
-    max: usize,
-    scanned: usize,
-    discarding: bool,
-}
-
-impl Decoder for Lines {
-    type Item = Bytes;
-    type Error = std::io::Error;
-
-    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, Self::Error> {
-        loop {
-            let Some(at) = buf[self.scanned..].iter().position(|b| *b == b'\n') else {
-                if buf.len() > self.max {
-                    if !self.discarding {
-                        tracing::error!(
-                            max = self.max,
-                            "the peer wrote a message longer than the limit; dropped it"
-                        );
-                    }
-                    self.discarding = true;
-                    buf.clear();
-                    self.scanned = 0;
-                } else {
-                    self.scanned = buf.len();
-                }
-                return Ok(None);
-            };
-            let end = self.scanned + at;
-            let line = buf.split_to(end + 1).freeze();
-            self.scanned = 0;
-            if std::mem::take(&mut self.discarding) {
-                continue;
-            }
-            return Ok(Some(line.slice(..end)));
-        }
-    }
-}
-
 /// Reads the peer's output until it closes, routing every message.
 async fn pump(conn: Arc<Conn>, output: ReadHalf<DuplexStream>, max_line: usize) {
-    let mut lines = FramedRead::new(
-        output,
-        Lines {
-            max: max_line,
-            scanned: 0,
-            discarding: false,
-        },
-    );
+    let mut lines = FramedRead::new(output, Lines::new(max_line));
     while let Some(Ok(line)) = lines.next().await {
         conn.route(line);
     }

@@ -39,6 +39,8 @@
 
 mod conn;
 mod handlers;
+mod lines;
+mod params;
 mod request;
 mod session;
 mod stream;

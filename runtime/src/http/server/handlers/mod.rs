@@ -1,8 +1,11 @@
-//! `POST`, `GET` and `DELETE` on the served path.
+//! `POST`, `GET` and `DELETE` on the served path: here `POST` and what every method checks;
+//! a session's life (`initialize`, `GET`, `DELETE`) in `sessions.rs`.
+
+mod sessions;
+
+pub(super) use sessions::{delete, get};
 
 use std::sync::Arc;
-
-use futures_util::StreamExt;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State as AxumState;
@@ -15,6 +18,7 @@ use serde_json::value::RawValue;
 
 use super::State;
 use super::conn::{Admitted, Conn, Kind, Refusal};
+use super::params::cancelled_id;
 use super::request::HttpRequest;
 use super::session::Session;
 use super::stream::{self, BodyOptions, Event};
@@ -240,7 +244,7 @@ pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) ->
                 http: HttpRequest::new(parts, session, id.clone()),
             };
             match target {
-                Target::NewSession => initialize(&state, call, owner).await,
+                Target::NewSession => sessions::initialize(&state, call, owner).await,
                 Target::Session(session) => {
                     let conn = Arc::clone(&session.conn);
                     request(&state, &conn, Some(&session), call).await
@@ -297,15 +301,6 @@ async fn notification(
         Target::NewSession => {}
     }
     StatusCode::ACCEPTED.into_response()
-}
-
-fn cancelled_id(params: &str) -> Option<RequestId> {
-    #[derive(serde::Deserialize)]
-    struct Cancelled {
-        #[serde(rename = "requestId")]
-        id: RequestId,
-    }
-    serde_json::from_str::<Cancelled>(params).ok().map(|c| c.id)
 }
 
 /// A request as it came.
@@ -480,177 +475,4 @@ fn sse_response(body: Body) -> Response {
         body,
     )
         .into_response()
-}
-
-/// `initialize` without a session: a new session of `owner`, kept if the peer agrees.
-async fn initialize(state: &State, call: Call<'_>, owner: Option<String>) -> Response {
-    let conn = state.session_conn();
-    let session = match state.sessions.create(Arc::clone(&conn), owner) {
-        Ok(session) => session,
-        Err(_) => {
-            conn.peer.close();
-            return rpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(call.id),
-                -32050,
-                "Server overloaded: too many sessions",
-            );
-        }
-    };
-    let mut http = call.http;
-    http.session = Some(Arc::clone(&session.id));
-    let (_, admitted) = match conn.admit(
-        call.id,
-        call.method,
-        call.params,
-        false,
-        Some(Arc::new(http)),
-    ) {
-        Ok(admitted) => admitted,
-        Err(refused) => return refusal(call.id, refused),
-    };
-    let Ok(mut events) = admitted.stream.attach(None) else {
-        unreachable!("a new stream has nothing to resume")
-    };
-    conn.send(call.body).await;
-    let answer = loop {
-        match events.recv().await {
-            Some(event) if event.last => break Some(event.data),
-            Some(_) => {}
-            None => break None,
-        }
-    };
-    let Some(answer) = answer else {
-        state.sessions.remove(&session.id, session.owner());
-        return refusal(call.id, Refusal::Closed);
-    };
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        result: Option<Agreed>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Agreed {
-        #[serde(rename = "protocolVersion")]
-        version: String,
-    }
-    let agreed = serde_json::from_slice::<Answer>(&answer)
-        .ok()
-        .and_then(|a| a.result);
-    let Some(agreed) = agreed else {
-        // Refused: no session.
-        state.sessions.remove(&session.id, session.owner());
-        return json(StatusCode::OK, answer);
-    };
-    let _ = session.version.set(agreed.version);
-    let mut response = json(StatusCode::OK, answer);
-    if let Ok(value) = HeaderValue::from_str(&session.id) {
-        response
-            .headers_mut()
-            .insert(mcp_headers::SESSION_ID, value);
-    }
-    response
-}
-
-/// `GET`: a session's stream, or the resumption of one of its streams (`Last-Event-ID`).
-pub(super) async fn get(AxumState(state): Shared, parts: Parts) -> Response {
-    let headers = &parts.headers;
-    if let Some(refused) = check_origin(&state, headers) {
-        return refused;
-    }
-    if !accepts(headers).1 {
-        return rpc_error(
-            StatusCode::NOT_ACCEPTABLE,
-            None,
-            -32600,
-            "Not Acceptable: a GET stream is text/event-stream",
-        );
-    }
-    let Some(session_id) = session_header(headers) else {
-        return (
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(header::ALLOW, "POST, DELETE")],
-            "GET opens a session's stream: it needs Mcp-Session-Id (2026-07-28 has no such stream)",
-        )
-            .into_response();
-    };
-    let target = match target(&state, &parts, None, None, None) {
-        Ok(target) => target,
-        Err(refused) => return *refused,
-    };
-    if let Some(refused) = check_headers(headers, &target, None) {
-        return refused;
-    }
-    let Target::Session(session) = target else {
-        unreachable!("a session header names a session or is refused: {session_id}")
-    };
-    let conn = &session.conn;
-    let resumable = state.options.replay > 0;
-    let options = BodyOptions {
-        ids: resumable,
-        prime: resumable && session.primes(),
-        keep_alive: state.options.keep_alive,
-    };
-    let Some(last) = headers.get(mcp_headers::LAST_EVENT_ID) else {
-        let Some(standalone) = &conn.standalone else {
-            unreachable!("sessions have a stream of their own")
-        };
-        let events = standalone.attach_fresh();
-        // Owed no answer: it ends when the server stops.
-        let body = stream::body(standalone.id, None, events, options, ());
-        let body = match state.options.stop.clone() {
-            Some(stop) => body.take_until(stop.cancelled_owned()).left_stream(),
-            None => body.right_stream(),
-        };
-        return sse_response(Body::from_stream(body));
-    };
-    let resumed = last
-        .to_str()
-        .ok()
-        .and_then(stream::parse_event_id)
-        .and_then(|(stream_id, seq)| {
-            let stream = conn.stream(stream_id)?;
-            let events = stream.attach(Some(seq)).ok()?;
-            Some((stream, events))
-        });
-    match resumed {
-        Some((stream, events)) => event_stream(
-            stream.id,
-            None,
-            events,
-            BodyOptions {
-                prime: false,
-                ..options
-            },
-            (),
-        ),
-        None => rpc_error(
-            StatusCode::BAD_REQUEST,
-            None,
-            -32600,
-            "Bad Request: the stream of this Last-Event-ID cannot be resumed (unknown, or its \
-             events are no longer kept)",
-        ),
-    }
-}
-
-/// `DELETE`: ends the session.
-pub(super) async fn delete(AxumState(state): Shared, parts: Parts) -> Response {
-    let headers = &parts.headers;
-    if let Some(refused) = check_origin(&state, headers) {
-        return refused;
-    }
-    let Some(session_id) = session_header(headers) else {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            None,
-            -32600,
-            "Bad Request: DELETE ends a session and needs Mcp-Session-Id",
-        );
-    };
-    let owner = owner(&state, &parts);
-    if state.sessions.remove(session_id, owner.as_deref()) {
-        StatusCode::OK.into_response()
-    } else {
-        rpc_error(StatusCode::NOT_FOUND, None, -32001, "Session not found")
-    }
 }

@@ -1,0 +1,120 @@
+//! The bounds on a connection's inbound work, and an admitted request's share of them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
+use tokio::sync::Semaphore;
+
+use super::budget::{Budget, Counter};
+use crate::JsonRpcError;
+
+/// The bounds on a connection's inbound work.
+#[derive(Debug)]
+pub(crate) struct Limits {
+    /// Requests in flight: running, or queued for a concurrency slot.
+    requests: Counter,
+    /// Bytes of params held by the requests in flight.
+    request_bytes: Counter,
+    /// Running handlers, at most.
+    pub(super) concurrency: Option<Arc<Semaphore>>,
+    /// Bytes of params held by notifications queued for their handlers.
+    pub(crate) notification_bytes: Budget,
+    /// Refusing requests since the last warning: refusals are logged once per episode, not
+    /// once per request (a flood of requests must not become a flood of log lines).
+    refusing: AtomicBool,
+}
+
+impl Limits {
+    pub(crate) fn new(
+        max_requests: usize,
+        max_request_bytes: usize,
+        concurrency: Option<usize>,
+        max_notification_bytes: usize,
+    ) -> Self {
+        Self {
+            requests: Counter::new(max_requests),
+            request_bytes: Counter::new(max_request_bytes),
+            concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
+            notification_bytes: Budget::new(max_notification_bytes),
+            refusing: AtomicBool::new(false),
+        }
+    }
+
+    /// Admits a request whose params are `bytes` long, or says why not.
+    pub(super) fn admit(&self, bytes: usize) -> Result<Ticket, JsonRpcError> {
+        if !self.requests.try_add(1) {
+            return Err(overloaded(format!(
+                "{} requests are already in flight on this connection; retry later",
+                self.requests.max()
+            )));
+        }
+        let bytes = self.request_bytes.cost_of_bytes(bytes);
+        if !self.request_bytes.try_add(bytes) {
+            self.requests.sub(1);
+            return Err(overloaded(format!(
+                "the requests in flight on this connection already hold {} bytes; retry later",
+                self.request_bytes.max()
+            )));
+        }
+        Ok(Ticket { bytes })
+    }
+
+    pub(super) fn release(&self, ticket: Ticket) {
+        self.request_bytes.sub(ticket.bytes);
+        self.requests.sub(1);
+        if self.refusing.load(Ordering::Relaxed) {
+            self.refusing.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Logs a refusal: a warning for the first of an episode, debug lines for the rest.
+    pub(super) fn log_refusal(&self, id: &RequestId, method: &str, why: &JsonRpcError) {
+        if self.refusing.swap(true, Ordering::Relaxed) {
+            tracing::debug!(request_id = %id, method, "refused a request: the connection is at its bounds");
+        } else {
+            tracing::warn!(request_id = %id, method, why = ?why.data, "refusing requests with -32050 until some of those in flight finish");
+        }
+    }
+
+    /// Completes once every admitted request has finished and sent its answer (used when
+    /// closing, after the reader has stopped admitting).
+    pub(crate) async fn all_answered(&self) {
+        self.requests.emptied().await;
+    }
+
+    /// Wakes whoever waits for room in the notification queue, and refuses them.
+    pub(crate) fn close(&self) {
+        self.notification_bytes.close();
+    }
+}
+
+fn overloaded(why: String) -> JsonRpcError {
+    JsonRpcError::new(ErrorCode::ServerOverloaded, "Server overloaded").with_data(why)
+}
+
+/// An admitted request's share of the limits.
+#[derive(Debug)]
+pub(super) struct Ticket {
+    bytes: usize,
+}
+
+/// Gives a ticket back when the request is done, however its task ends.
+pub(super) struct Admitted<'a> {
+    pub(super) limits: &'a Limits,
+    pub(super) ticket: Option<Ticket>,
+}
+
+impl Admitted<'_> {
+    pub(super) fn release(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.limits.release(ticket);
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
