@@ -27,7 +27,8 @@
 //!   request once its `notifications/cancelled` took effect, as slow requests cannot finish
 //!   first), and responses ≥ owed (no owed answer is lost: -32600/-32601/-32603, answers of
 //!   quick handlers, and for ACP/LSP the answer to every cancelled request);
-//! - `null`-id errors: exactly one per rejected frame or unreadable message;
+//! - `null`-id errors: exactly one per rejected frame, unreadable message, or request or
+//!   invalid message whose string id is over the bound (`DEFAULT_MAX_ID_LEN`);
 //! - notification handlers see `note*` notifications in arrival order, all of them by the end;
 //! - the peer reads the whole input (bad input never stops it), and after
 //!   [`Peer::closed`] (with `shutdown_grace(0)`) the registry drains to zero and no task is
@@ -578,6 +579,15 @@ impl Model {
 
     fn message(&mut self, message: Classified) {
         match message {
+            // An id over the bound: refused at once to `null`, before anything else looks at it.
+            Classified::Request { id, .. } if id_over_bound(&id) => self.null_owed += 1,
+            // An MCP progress token over the bound: refused at once under the request's id.
+            Classified::Request { id, params, .. }
+                if matches!(self.protocol, Protocol::Mcp(_))
+                    && token_over_bound(params.as_deref()) =>
+            {
+                self.ids.entry(id).or_default().owed += 1;
+            }
             Classified::Request { id, method, params } => {
                 self.detect(&method, params.as_deref());
                 if self.era == Era::Modern {
@@ -591,6 +601,7 @@ impl Model {
             Classified::Notification { method, params } => {
                 self.notification(&method, params.as_deref())
             }
+            Classified::Invalid { id: Some(id), .. } if id_over_bound(&id) => self.null_owed += 1,
             Classified::Invalid { id: Some(id), .. } => self.ids.entry(id).or_default().owed += 1,
             Classified::Invalid { id: None, .. } => self.null_owed += 1,
             Classified::Response { .. } | Classified::Ignored(_) => {}
@@ -1007,4 +1018,21 @@ pub fn negotiated_seeds() -> Vec<(String, Vec<u8>)> {
         ));
     }
     seeds
+}
+
+/// Whether a string id is longer than the peer's default bound (integers never are).
+fn id_over_bound(id: &RequestId) -> bool {
+    matches!(id, RequestId::String(s) if s.len() > cancelkit::peer::DEFAULT_MAX_ID_LEN)
+}
+
+/// Whether params carry an MCP `_meta.progressToken` longer than the peer's default bound.
+fn token_over_bound(params: Option<&str>) -> bool {
+    let Some(params) = params.and_then(|p| serde_json::from_str::<Value>(p).ok()) else {
+        return false;
+    };
+    params
+        .get("_meta")
+        .and_then(|meta| meta.get("progressToken"))
+        .and_then(|token| serde_json::from_value::<RequestId>(token.clone()).ok())
+        .is_some_and(|token| id_over_bound(&token))
 }

@@ -40,6 +40,18 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long closing waits for owed answers to be sent by default (2 s).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// The longest string request id or MCP `progressToken` accepted by default (256 bytes).
+///
+/// Neither JSON-RPC nor MCP bounds them, and no SDK we know sends long ones: integers, UUIDs
+/// (36 bytes), a UUID with a counter. A peer keeps an id for as long as its request runs (and
+/// the HTTP server in its routes), and copies a token into every progress notification, so an
+/// unbounded one costs memory for minutes; 256 bytes leaves room for any id a client mints.
+pub const DEFAULT_MAX_ID_LEN: usize = 256;
+
+/// The smallest [`PeerBuilder::max_id_len`]: the ids and tokens the HTTP server gives its
+/// shared 2026-07-28 peer must fit.
+const MIN_ID_LEN: usize = 32;
+
 /// MCP 2025-11-25 tasks a connection keeps at most by default.
 pub const DEFAULT_MAX_TASKS: usize = 1024;
 
@@ -56,6 +68,7 @@ pub const DEFAULT_MAX_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
 /// | [`max_in_flight`](Self::max_in_flight) | 4096 requests | the request is refused at once with -32050 *Server overloaded* |
 /// | [`max_in_flight_bytes`](Self::max_in_flight_bytes) | 64 MiB of params | the same |
 /// | [`max_concurrency`](Self::max_concurrency) | none | requests wait for a slot, still cancellable |
+/// | [`max_id_len`](Self::max_id_len) | 256 bytes | a request with a longer string id gets -32600 with `"id": null`, one with a longer MCP `progressToken` -32602; neither runs; a cancel naming such an id is ignored |
 /// | [`max_notification_bytes`](Self::max_notification_bytes) | 16 MiB | the reader waits for the notification handlers (back-pressure) |
 /// | [`max_output_bytes`](Self::max_output_bytes) | 16 MiB | senders wait: handlers to answer, the reader to read on (back-pressure) |
 /// | [`write_timeout`](Self::write_timeout) | 60 s | a peer that reads nothing for that long is disconnected; all in flight is cancelled |
@@ -74,6 +87,7 @@ pub struct PeerBuilder {
     max_in_flight: usize,
     max_in_flight_bytes: usize,
     max_notification_bytes: usize,
+    max_id_len: usize,
     max_output_bytes: usize,
     write_timeout: Duration,
     answer_cancelled: Option<bool>,
@@ -95,6 +109,7 @@ impl PeerBuilder {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
             max_notification_bytes: DEFAULT_MAX_NOTIFICATION_BYTES,
+            max_id_len: DEFAULT_MAX_ID_LEN,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             answer_cancelled: None,
@@ -160,6 +175,20 @@ impl PeerBuilder {
     /// fall this far behind, the reader waits for them (cancels included).
     pub fn max_notification_bytes(mut self, bytes: usize) -> Self {
         self.max_notification_bytes = bytes;
+        self
+    }
+
+    /// The longest string request id, and MCP `_meta.progressToken`, accepted in bytes (default
+    /// [`DEFAULT_MAX_ID_LEN`]; at least 32). Integer ids are always accepted.
+    ///
+    /// A request with a longer id is answered at once with -32600 *Invalid request: request id
+    /// longer than N bytes* and `"id": null` — as JSON-RPC answers a request whose id it cannot
+    /// use — and is never registered, run or logged with its id. A request with a longer
+    /// progress token is answered with -32602, under its id, and never runs. A cancel naming a
+    /// longer id is ignored (no request can have it), with a debug log line. The HTTP server
+    /// applies the same bound before a request reaches its peer.
+    pub fn max_id_len(mut self, bytes: usize) -> Self {
+        self.max_id_len = bytes.max(MIN_ID_LEN);
         self
     }
 
@@ -297,6 +326,12 @@ impl PeerBuilder {
         self.max_frame_len
     }
 
+    /// The longest string request id or progress token accepted, in bytes.
+    #[cfg(feature = "http")]
+    pub(crate) fn id_limit(&self) -> usize {
+        self.max_id_len
+    }
+
     /// Starts serving the connection: spawns its reader and writer tasks on the current tokio
     /// runtime.
     pub fn connect<Rd, Wr>(self, reader: Rd, writer: Wr) -> Peer
@@ -318,6 +353,7 @@ impl PeerBuilder {
             self.max_in_flight_bytes,
             self.max_concurrency,
             self.max_notification_bytes,
+            self.max_id_len,
         );
         let notification_budget = limits.notification_bytes.clone();
         // Bounded by `max_notification_bytes`: room is taken in that budget before anything is

@@ -24,7 +24,7 @@ use super::wire;
 use crate::{CancelReason, JsonRpcError, Scope};
 
 pub(crate) use super::limits::Limits;
-use super::limits::{Admitted, Ticket};
+use super::limits::{Admitted, Ticket, check_identifiers};
 pub(crate) use super::notifications::{QueuedNotification, notification, notification_loop};
 
 /// MCP `notifications/progress`: resets the progress timeout of the request of ours it names.
@@ -59,8 +59,9 @@ impl Handler {
     }
 }
 
-/// Reader side of a request: answers it at once (protocol rules, unknown method, over the
-/// bounds, a reused id) or registers it and spawns its task.
+/// Reader side of a request: answers it at once (an id or progress token over the bound,
+/// protocol rules, unknown method, over the bounds, a reused id) or registers it and spawns its
+/// task.
 pub(crate) async fn request(
     peer: &PeerHandle,
     id: RequestId,
@@ -68,6 +69,25 @@ pub(crate) async fn request(
     params: Option<&RawValue>,
 ) {
     let shared = &peer.shared;
+    let mcp = matches!(shared.rules.protocol, super::Protocol::Mcp(_));
+    if let Err(refused) = check_identifiers(&id, params, mcp, shared.limits.max_id_len) {
+        // Logged by length: the identifier itself may be megabytes.
+        tracing::warn!(
+            length = refused.len,
+            max = shared.limits.max_id_len,
+            method = wire::truncate(method, 64),
+            "refused a request whose id or progress token is over the bound"
+        );
+        let answer_to = refused.echo_id.then_some(&id);
+        if !shared
+            .outbox
+            .send(wire::error(answer_to, &refused.error))
+            .await
+        {
+            tracing::debug!("the connection closed before the answer could be sent");
+        }
+        return;
+    }
     if let Some(reply) = shared.rules.answer_now(method, params) {
         send_reply(peer, &id, &reply).await;
         return;
@@ -80,8 +100,8 @@ pub(crate) async fn request(
         send_reply(peer, &id, &reply).await;
         return;
     } else {
-        let error =
-            JsonRpcError::method_not_found().with_data(format!("no handler for `{method}`"));
+        let error = JsonRpcError::method_not_found()
+            .with_data(format!("no handler for `{}`", wire::truncate(method, 256)));
         send_reply(peer, &id, &Err(error)).await;
         return;
     };

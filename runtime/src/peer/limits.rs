@@ -1,9 +1,11 @@
-//! The bounds on a connection's inbound work, and an admitted request's share of them.
+//! The bounds on a connection's inbound work, and an admitted request's share of them; and
+//! the bound on the identifiers a peer chooses (request ids, MCP progress tokens).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
+use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
 use super::budget::{Budget, Counter};
@@ -20,6 +22,8 @@ pub(crate) struct Limits {
     pub(super) concurrency: Option<Arc<Semaphore>>,
     /// Bytes of params held by notifications queued for their handlers.
     pub(crate) notification_bytes: Budget,
+    /// The longest string request id or MCP progress token accepted, in bytes.
+    pub(crate) max_id_len: usize,
     /// Refusing requests since the last warning: refusals are logged once per episode, not
     /// once per request (a flood of requests must not become a flood of log lines).
     refusing: AtomicBool,
@@ -31,12 +35,14 @@ impl Limits {
         max_request_bytes: usize,
         concurrency: Option<usize>,
         max_notification_bytes: usize,
+        max_id_len: usize,
     ) -> Self {
         Self {
             requests: Counter::new(max_requests),
             request_bytes: Counter::new(max_request_bytes),
             concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
             notification_bytes: Budget::new(max_notification_bytes),
+            max_id_len,
             refusing: AtomicBool::new(false),
         }
     }
@@ -87,6 +93,69 @@ impl Limits {
     pub(crate) fn close(&self) {
         self.notification_bytes.close();
     }
+}
+
+/// How long an identifier is, for [`Limits::max_id_len`]: a string's bytes; 0 for an integer,
+/// which is stored in 8 bytes whatever its value and is always within the bound.
+pub(crate) fn id_len(id: &RequestId) -> usize {
+    match id {
+        RequestId::String(text) => text.len(),
+        RequestId::Number(_) => 0,
+    }
+}
+
+/// A request whose identifiers are beyond the bound, and how to answer it.
+#[derive(Debug)]
+pub(crate) struct TooLong {
+    /// The answer: -32600 for the id, -32602 for the progress token, naming the limit.
+    pub(crate) error: JsonRpcError,
+    /// Whether the answer may carry the request's id: not when the id itself is too long.
+    pub(crate) echo_id: bool,
+    /// The length that broke the bound, for the log line (never the identifier itself).
+    pub(crate) len: usize,
+}
+
+/// Checks a request's identifiers against `max` bytes: its id and, for MCP (`mcp`), the
+/// `_meta.progressToken` of its params — both are kept for as long as the request runs, and a
+/// token is copied into every progress notification. `Err` says how to refuse it.
+///
+/// A request whose id is too long is answered with `"id": null`, as JSON-RPC answers a
+/// request whose id it cannot use (and as this peer already answers ids that are neither a
+/// string nor a 64-bit integer): the id is never registered, logged or echoed.
+pub(crate) fn check_identifiers(
+    id: &RequestId,
+    params: Option<&RawValue>,
+    mcp: bool,
+    max: usize,
+) -> Result<(), Box<TooLong>> {
+    let len = id_len(id);
+    if len > max {
+        return Err(Box::new(TooLong {
+            error: JsonRpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("Invalid request: request id longer than {max} bytes"),
+            )
+            .with_data(serde_json::json!({ "limit": "max_id_len", "max": max, "length": len })),
+            echo_id: false,
+            len,
+        }));
+    }
+    if !mcp {
+        return Ok(());
+    }
+    let len = super::handle::progress_token_of(params).map_or(0, |token| id_len(&token));
+    if len > max {
+        return Err(Box::new(TooLong {
+            error: JsonRpcError::new(
+                ErrorCode::InvalidParams,
+                format!("Invalid params: _meta.progressToken longer than {max} bytes"),
+            )
+            .with_data(serde_json::json!({ "limit": "max_id_len", "max": max, "length": len })),
+            echo_id: true,
+            len,
+        }));
+    }
+    Ok(())
 }
 
 fn overloaded(why: String) -> JsonRpcError {

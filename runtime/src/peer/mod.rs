@@ -54,7 +54,7 @@ mod disconnect;
 mod dispatch;
 pub(crate) mod framing;
 mod handle;
-mod limits;
+pub(crate) mod limits;
 mod negotiate;
 mod notifications;
 mod outgoing;
@@ -69,7 +69,7 @@ mod writer;
 use tokio::task::JoinHandle;
 
 pub use builder::{
-    DEFAULT_MAX_FRAME_LEN, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES,
+    DEFAULT_MAX_FRAME_LEN, DEFAULT_MAX_ID_LEN, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES,
     DEFAULT_MAX_NOTIFICATION_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_TASK_TTL,
     DEFAULT_MAX_TASKS, DEFAULT_SHUTDOWN_GRACE, DEFAULT_WRITE_TIMEOUT, PeerBuilder,
 };

@@ -77,6 +77,16 @@ pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option
 
 fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
     let shared = &peer.shared;
+    let length = super::limits::id_len(&cancel.id);
+    if length > shared.limits.max_id_len {
+        // No request has such an id: it was refused, never registered.
+        tracing::debug!(
+            length,
+            max = shared.limits.max_id_len,
+            "ignored a cancel naming a request id over the bound"
+        );
+        return;
+    }
     if shared.rules.is_2026_client() {
         // MCP 2026-07-28: a server cancels nothing of ours but a subscription stream it ends.
         if shared.end_listen(&cancel.id, cancel.reason.clone()) {

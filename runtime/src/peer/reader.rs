@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch;
 use super::framing::{Frame, FrameDecoder};
 use super::handle::PeerHandle;
+use super::limits::id_len;
 use super::wire::{self, Incoming};
 use crate::{CancelReason, JsonRpcError};
 
@@ -72,9 +73,18 @@ async fn handle_frame(peer: &PeerHandle, frame: Frame) {
         Incoming::Notification { method, params } => {
             dispatch::notification(peer, &method, params).await;
         }
+        Incoming::Response { id, .. } if id_len(&id) > shared.limits.max_id_len => {
+            // Our ids are integers: it answers nothing of ours.
+            tracing::debug!(
+                length = id_len(&id),
+                "dropped a response whose id is over the bound"
+            );
+        }
         Incoming::Response { id, outcome } => shared.answer(id, outcome),
         Incoming::Invalid { id, error } => {
             tracing::warn!(error = %error, data = ?error.data, "invalid message from the peer");
+            // An id over the bound is not echoed: the answer goes to `null`.
+            let id = id.filter(|id| id_len(id) <= shared.limits.max_id_len);
             shared.outbox.send(wire::error(id.as_ref(), &error)).await;
         }
         Incoming::Ignored(why) => tracing::warn!(why, "ignored a message from the peer"),

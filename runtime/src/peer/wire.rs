@@ -141,7 +141,8 @@ pub(crate) fn parse(frame: &[u8]) -> Incoming<'_> {
     }
 }
 
-fn truncate(text: &str, max: usize) -> String {
+/// `text` cut after `max` characters, with `...` when it was cut (for echoes and log lines).
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}...", &text[..cut]),
         None => text.to_owned(),

@@ -101,7 +101,7 @@ impl Shared {
 
     /// The session expired: the bridge closes the connection.
     pub(super) fn expire(&self) {
-        tracing::warn!(url = %self.url, "the server ended the session; closing the connection");
+        tracing::warn!(url = %super::failure::shown_url(&self.url), "the server ended the session; closing the connection");
         self.expired.cancel();
     }
 

@@ -109,16 +109,15 @@ impl Failure {
     /// What sending failed with: nothing reached the server (connecting failed), or the request
     /// may have reached it.
     pub(super) fn of_send(url: &reqwest::Url, error: &reqwest::Error) -> Failure {
+        // reqwest's message names the URL: shown without its password and query.
+        let shown = shown_url(url);
+        let cause = cancelkit_wire::chain(error)
+            .to_string()
+            .replace(url.as_str(), &shown);
         if error.is_connect() || error.is_builder() {
-            Failure::Unreachable(format!(
-                "cannot reach {url}: {}",
-                cancelkit_wire::chain(error)
-            ))
+            Failure::Unreachable(format!("cannot reach {shown}: {cause}"))
         } else {
-            Failure::Lost(format!(
-                "the request failed: {}",
-                cancelkit_wire::chain(error)
-            ))
+            Failure::Lost(format!("the request failed: {cause}"))
         }
     }
 
@@ -218,4 +217,34 @@ pub(super) fn excerpt(body: &[u8]) -> String {
         out.push_str("...");
     }
     out
+}
+
+/// `url` as logs and errors show it: a password becomes `***`, and so does a query string (it
+/// may carry a token); the scheme, user, host, port and path stay.
+pub(crate) fn shown_url(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    if shown.password().is_some() {
+        let _ = shown.set_password(Some("***"));
+    }
+    if shown.query().is_some() {
+        shown.set_query(Some("***"));
+    }
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_url_hides_the_password_and_the_query() {
+        let url =
+            reqwest::Url::parse("https://bob:s3cret@example.com:8443/mcp?token=t0k3n#x").unwrap();
+        let shown = shown_url(&url);
+        assert_eq!(shown, "https://bob:***@example.com:8443/mcp?***");
+        assert!(!shown.contains("s3cret") && !shown.contains("t0k3n"));
+        let plain = reqwest::Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        assert_eq!(shown_url(&plain), "http://127.0.0.1:9/mcp");
+    }
 }

@@ -29,7 +29,7 @@ use tokio_util::codec::FramedRead;
 use super::lines::Lines;
 use super::params::{cancelled_id, token_of, with_progress_token, with_token};
 use super::request::HttpRequest;
-use super::stream::ResponseStream;
+use super::stream::{ResponseStream, StreamLimits};
 use crate::JsonRpcError;
 use crate::peer::wire::{self, Incoming};
 use crate::peer::{Peer, PeerBuilder, PeerHandle};
@@ -117,17 +117,18 @@ pub(super) struct Conn {
     pub(super) standalone: Option<Arc<ResponseStream>>,
     next_stream: AtomicU64,
     next_id: AtomicI64,
-    replay: usize,
+    limits: StreamLimits,
     max_requests: usize,
 }
 
 impl Conn {
-    /// Starts a peer from `builder` and its pump. `replay`: events each stream keeps for
-    /// resumption (0: none); `max_requests`: requests in flight at most.
+    /// Starts a peer from `builder` and its pump. `limits`: what its streams keep for
+    /// resumption and for slow clients; `max_requests`: requests in flight at most (and so
+    /// request streams: each request has one).
     pub(super) fn start(
         kind: Kind,
         builder: PeerBuilder,
-        replay: usize,
+        limits: StreamLimits,
         max_requests: usize,
     ) -> (Arc<Conn>, Peer) {
         let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
@@ -144,7 +145,8 @@ impl Conn {
             }))
             .connect(peer_read, peer_write);
         let (output, input) = tokio::io::split(ours);
-        let standalone = (kind == Kind::Session).then(|| Arc::new(ResponseStream::new(0, replay)));
+        let standalone =
+            (kind == Kind::Session).then(|| Arc::new(ResponseStream::new(0, &limits, true)));
         let conn = Arc::new(Conn {
             kind,
             peer: peer.handle(),
@@ -153,7 +155,7 @@ impl Conn {
             standalone,
             next_stream: AtomicU64::new(1),
             next_id: AtomicI64::new(1),
-            replay,
+            limits,
             max_requests,
         });
         tokio::spawn(pump(Arc::clone(&conn), output, max_line));
@@ -207,10 +209,7 @@ impl Conn {
             return Err(Refusal::Full);
         }
         let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = Arc::new(ResponseStream::new(
-            stream_id,
-            if resumable { self.replay } else { 0 },
-        ));
+        let stream = Arc::new(ResponseStream::new(stream_id, &self.limits, resumable));
         let (message, peer_id, client_id, progress) = match self.kind {
             Kind::Session => {
                 if routes.requests.contains_key(id) {

@@ -30,13 +30,19 @@
 //! | bound | default | at the bound |
 //! |---|---|---|
 //! | [`max_sessions`](McpHttpServer::max_sessions) | 1024 | idle sessions are ended first; else `initialize` gets 503 and -32050 |
+//! | [`max_sessions_per_owner`](McpHttpServer::max_sessions_per_owner) | none | that owner's idle sessions are ended first; else their `initialize` gets 503 and -32050 naming the share |
 //! | [`session_idle`](McpHttpServer::session_idle) | 30 min | a session with nothing in flight and no stream open for that long is ended |
 //! | [`replay_events`](McpHttpServer::replay_events) | 64 per stream | the oldest event goes (never the response); resuming from before it gets 400 |
+//! | [`replay_bytes`](McpHttpServer::replay_bytes) | 1 MiB per stream | the same; the response is kept even when it alone is larger |
+//! | [`session_replay_bytes`](McpHttpServer::session_replay_bytes) | 16 MiB per session, all its streams | a stream getting an event drops its own oldest ones (never its response) until the session is within it |
 //! | requests in flight per peer | the builder's `max_in_flight` | 503 and -32050 |
+//! | streams per session | one per request in flight, the 64 last finished, the `GET` stream | a request beyond is refused as above; the oldest finished stream is forgotten (resuming it gets 400) |
 //! | a body | the builder's `max_frame_len` | 413 |
+//! | a request id, a `progressToken` | the builder's `max_id_len` (256 bytes) | 400 with -32600 and `"id": null` (id), or -32602 (token); a `notifications/cancelled` naming such an id is ignored |
 //! | cancels that overtook their request (sessions) | 256 per session, 30 s each | the oldest is forgotten (its request, if it ever comes, runs) |
-//! | events waiting for a client that does not read | 256 | its connection is dropped (a 2026-07-28 request is cancelled; a session's stream can be resumed) |
+//! | events waiting for a client that does not read | 256, and [`unread_bytes`](McpHttpServer::unread_bytes) (4 MiB) | its connection is dropped (a 2026-07-28 request is cancelled; a session's stream can be resumed) |
 
+mod body;
 mod conn;
 mod handlers;
 mod lines;
@@ -59,6 +65,7 @@ use tokio_util::sync::CancellationToken;
 use crate::peer::PeerBuilder;
 use conn::{Conn, Kind};
 use session::Sessions;
+use stream::{SessionBytes, StreamLimits};
 
 /// How often an idle stream carries a keep-alive comment by default.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -68,6 +75,12 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Events each stream of a session keeps for resumption by default.
 pub const DEFAULT_REPLAY_EVENTS: usize = 64;
+/// Bytes each stream of a session keeps for resumption by default (1 MiB).
+pub const DEFAULT_REPLAY_BYTES: usize = 1024 * 1024;
+/// Bytes all the streams of a session keep for resumption together by default (16 MiB).
+pub const DEFAULT_SESSION_REPLAY_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of events a connection may leave unread by default before it is dropped (4 MiB).
+pub const DEFAULT_UNREAD_BYTES: usize = 4 * 1024 * 1024;
 /// The path served by default.
 pub const DEFAULT_PATH: &str = "/mcp";
 
@@ -95,8 +108,12 @@ struct Options {
     keep_alive: Option<Duration>,
     origin: OriginPolicy,
     max_sessions: usize,
+    max_sessions_per_owner: usize,
     session_idle: Duration,
     replay: usize,
+    replay_bytes: usize,
+    session_replay_bytes: usize,
+    unread_bytes: usize,
     stream_methods: Vec<String>,
     owner: Option<Owner>,
     stop: Option<CancellationToken>,
@@ -125,8 +142,12 @@ impl McpHttpServer {
                 keep_alive: Some(DEFAULT_KEEP_ALIVE),
                 origin: OriginPolicy::new(),
                 max_sessions: DEFAULT_MAX_SESSIONS,
+                max_sessions_per_owner: usize::MAX,
                 session_idle: DEFAULT_SESSION_IDLE,
                 replay: DEFAULT_REPLAY_EVENTS,
+                replay_bytes: DEFAULT_REPLAY_BYTES,
+                session_replay_bytes: DEFAULT_SESSION_REPLAY_BYTES,
+                unread_bytes: DEFAULT_UNREAD_BYTES,
                 stream_methods: vec!["tools/call".to_owned()],
                 owner: None,
                 stop: None,
@@ -161,6 +182,15 @@ impl McpHttpServer {
         self
     }
 
+    /// Sessions one owner ([`session_owner`](Self::session_owner)) holds at most (default: no
+    /// share, only [`max_sessions`](Self::max_sessions)). An owner at their share gets 503 and
+    /// -32050 for a new `initialize` (sessions of theirs idle past the idle limit are ended
+    /// first), while everyone else still opens sessions.
+    pub fn max_sessions_per_owner(mut self, sessions: usize) -> Self {
+        self.options.max_sessions_per_owner = sessions.max(1);
+        self
+    }
+
     /// How long a session with nothing in flight and no stream open lives on (default
     /// [`DEFAULT_SESSION_IDLE`]).
     pub fn session_idle(mut self, idle: Duration) -> Self {
@@ -172,6 +202,37 @@ impl McpHttpServer {
     /// [`DEFAULT_REPLAY_EVENTS`], at most 256); 0 makes streams not resumable.
     pub fn replay_events(mut self, events: usize) -> Self {
         self.options.replay = events.min(stream::LIVE_QUEUE);
+        self
+    }
+
+    /// Bytes each stream of a session keeps for a client to resume it (default
+    /// [`DEFAULT_REPLAY_BYTES`]): past it, the oldest events go, as past
+    /// [`replay_events`](Self::replay_events). The response that ends a stream is never
+    /// dropped: it is owed, and kept even when it alone is larger.
+    pub fn replay_bytes(mut self, bytes: usize) -> Self {
+        self.options.replay_bytes = bytes;
+        self
+    }
+
+    /// Bytes all the streams of one session keep together for resumption (default
+    /// [`DEFAULT_SESSION_REPLAY_BYTES`]; a session has one stream per request in flight, the
+    /// 64 last finished, and its `GET` stream). Past it, a stream that gets an event drops its
+    /// own oldest events — the new one too, if need be — but never its response; other
+    /// streams keep theirs. The events still reach a client that is connected.
+    pub fn session_replay_bytes(mut self, bytes: usize) -> Self {
+        self.options.session_replay_bytes = bytes;
+        self
+    }
+
+    /// Bytes of events a connection may leave unread (default [`DEFAULT_UNREAD_BYTES`];
+    /// besides at most 256 events): an event that would go beyond it drops the connection,
+    /// as a client that does not read is never waited for. A 2026-07-28 request is then
+    /// cancelled; a session's stream can be resumed with `Last-Event-ID`. An event larger than
+    /// the bound still goes to a connection that has nothing waiting. Keep it above
+    /// [`replay_bytes`](Self::replay_bytes): a resumption starts with the replayed events
+    /// waiting.
+    pub fn unread_bytes(mut self, bytes: usize) -> Self {
+        self.options.unread_bytes = bytes;
         self
     }
 
@@ -232,6 +293,8 @@ struct State {
     sessions: Arc<Sessions>,
     shared: Mutex<Option<Arc<Conn>>>,
     max_requests: usize,
+    /// The builder's `max_id_len`: the longest string request id or progress token.
+    max_id_len: usize,
 }
 
 impl State {
@@ -239,7 +302,12 @@ impl State {
         let options = server.options;
         State {
             max_requests: server.builder.request_limit(),
-            sessions: Sessions::new(options.max_sessions, options.session_idle),
+            max_id_len: server.builder.id_limit(),
+            sessions: Sessions::new(
+                options.max_sessions,
+                options.max_sessions_per_owner,
+                options.session_idle,
+            ),
             builder: server.builder,
             options,
             shared: Mutex::new(None),
@@ -252,8 +320,17 @@ impl State {
         match shared.as_ref() {
             Some(conn) if !conn.is_closed() => Arc::clone(conn),
             _ => {
-                let (conn, _peer) =
-                    Conn::start(Kind::Shared, self.builder.clone(), 0, self.max_requests);
+                // Its streams are not resumable: no replay.
+                let limits = StreamLimits {
+                    replay_events: 0,
+                    ..self.stream_limits()
+                };
+                let (conn, _peer) = Conn::start(
+                    Kind::Shared,
+                    self.builder.clone(),
+                    limits,
+                    self.max_requests,
+                );
                 *shared = Some(Arc::clone(&conn));
                 conn
             }
@@ -265,9 +342,19 @@ impl State {
         Conn::start(
             Kind::Session,
             self.builder.clone(),
-            self.options.replay,
+            self.stream_limits(),
             self.max_requests,
         )
         .0
+    }
+
+    /// What the streams of a new connection keep, with a session share of its own.
+    fn stream_limits(&self) -> StreamLimits {
+        StreamLimits {
+            replay_events: self.options.replay,
+            replay_bytes: self.options.replay_bytes,
+            unread_bytes: self.options.unread_bytes,
+            session: SessionBytes::new(self.options.session_replay_bytes),
+        }
     }
 }

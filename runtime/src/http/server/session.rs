@@ -57,27 +57,76 @@ impl Session {
 
 /// Every session of a server.
 pub(super) struct Sessions {
-    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+    map: Mutex<Map>,
     max: usize,
+    max_per_owner: usize,
     idle: Duration,
     sweeper: OnceLock<()>,
 }
 
-/// The server holds as many sessions as it may.
-#[derive(Debug)]
-pub(super) struct TooMany;
+/// The sessions by id, and how many each owner holds (an owner without a session has no
+/// entry, so the counts are bounded by the sessions).
+#[derive(Default)]
+struct Map {
+    sessions: HashMap<Arc<str>, Arc<Session>>,
+    per_owner: HashMap<String, usize>,
+}
+
+impl Map {
+    fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    fn held_by(&self, owner: Option<&str>) -> usize {
+        owner.map_or(0, |o| self.per_owner.get(o).copied().unwrap_or(0))
+    }
+
+    fn insert(&mut self, session: Arc<Session>) {
+        if let Some(owner) = &session.owner {
+            *self.per_owner.entry(owner.clone()).or_insert(0) += 1;
+        }
+        self.sessions.insert(Arc::clone(&session.id), session);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
+        let session = self.sessions.remove(id)?;
+        self.uncount(&session);
+        Some(session)
+    }
+
+    fn uncount(&mut self, session: &Session) {
+        if let Some(owner) = &session.owner
+            && let Some(held) = self.per_owner.get_mut(owner)
+        {
+            *held -= 1;
+            if *held == 0 {
+                self.per_owner.remove(owner);
+            }
+        }
+    }
+}
+
+/// The server, or the session's owner, holds as many sessions as it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TooMany {
+    /// Every session the server may hold is open.
+    Server(usize),
+    /// The owner holds their share.
+    Owner(usize),
+}
 
 impl Sessions {
-    pub(super) fn new(max: usize, idle: Duration) -> Arc<Sessions> {
+    pub(super) fn new(max: usize, max_per_owner: usize, idle: Duration) -> Arc<Sessions> {
         Arc::new(Sessions {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Map::default()),
             max,
+            max_per_owner,
             idle,
             sweeper: OnceLock::new(),
         })
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Session>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, Map> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -89,11 +138,14 @@ impl Sessions {
     ) -> Result<Arc<Session>, TooMany> {
         self.start_sweeper();
         let mut map = self.map();
-        if map.len() >= self.max {
+        if map.len() >= self.max || map.held_by(owner.as_deref()) >= self.max_per_owner {
             Self::sweep_locked(&mut map, self.idle);
         }
+        if map.held_by(owner.as_deref()) >= self.max_per_owner {
+            return Err(TooMany::Owner(self.max_per_owner));
+        }
         if map.len() >= self.max {
-            return Err(TooMany);
+            return Err(TooMany::Server(self.max));
         }
         let session = Arc::new(Session {
             id: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
@@ -102,13 +154,13 @@ impl Sessions {
             version: OnceLock::new(),
             last_used: Mutex::new(Instant::now()),
         });
-        map.insert(Arc::clone(&session.id), Arc::clone(&session));
+        map.insert(Arc::clone(&session));
         Ok(session)
     }
 
     /// The session named `id`, if `owner` opened it; marked used.
     pub(super) fn get(&self, id: &str, owner: Option<&str>) -> Option<Arc<Session>> {
-        let session = self.map().get(id).cloned()?;
+        let session = self.map().sessions.get(id).cloned()?;
         if session.owner.as_deref() != owner {
             return None;
         }
@@ -125,7 +177,11 @@ impl Sessions {
     pub(super) fn remove(&self, id: &str, owner: Option<&str>) -> bool {
         let session = {
             let mut map = self.map();
-            if map.get(id).is_none_or(|s| s.owner.as_deref() != owner) {
+            if map
+                .sessions
+                .get(id)
+                .is_none_or(|s| s.owner.as_deref() != owner)
+            {
                 return false;
             }
             map.remove(id)
@@ -137,15 +193,20 @@ impl Sessions {
         true
     }
 
-    fn sweep_locked(map: &mut HashMap<Arc<str>, Arc<Session>>, idle: Duration) {
-        map.retain(|_, session| {
+    fn sweep_locked(map: &mut Map, idle: Duration) {
+        let mut gone = Vec::new();
+        map.sessions.retain(|_, session| {
             let expired = session.expired(idle);
             if expired {
                 tracing::info!(session = %session.id, "session expired");
                 session.conn.peer.close();
+                gone.push(Arc::clone(session));
             }
             !expired
         });
+        for session in gone {
+            map.uncount(&session);
+        }
     }
 
     /// Ends idle sessions every quarter of the idle limit, for as long as the server lives.

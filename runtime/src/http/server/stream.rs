@@ -3,20 +3,76 @@
 //! client resume the stream after it was cut.
 //!
 //! Nothing here waits for a client: events are handed to the live connection with `try_send`,
-//! and a connection that cannot take them (its client stopped reading) is dropped. What a
-//! dropped connection missed is still in the replay buffer, for a `GET` with `Last-Event-ID`.
+//! and a connection that cannot take them (its client stopped reading: [`LIVE_QUEUE`] events
+//! or [`StreamLimits::unread_bytes`] bytes waiting) is dropped. What a dropped connection
+//! missed is still in the replay buffer, for a `GET` with `Last-Event-ID`.
+//!
+//! The replay buffer is bounded in events and in bytes, per stream and per session
+//! ([`SessionBytes`]): the oldest events go first, never the response that ends the stream —
+//! it is owed, and kept even when it alone is over the bounds.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use cancelkit_wire::sse;
-use futures_util::Stream;
 use tokio::sync::mpsc;
+
+pub(super) use super::body::{BodyOptions, body, parse_event_id};
 
 /// Events a live connection may have waiting before it is dropped as not reading.
 pub(super) const LIVE_QUEUE: usize = 256;
+
+/// The bounds on what a connection's streams hold.
+#[derive(Debug, Clone)]
+pub(super) struct StreamLimits {
+    /// Events each resumable stream keeps for replay (0: streams are not resumable).
+    pub(super) replay_events: usize,
+    /// Bytes each resumable stream keeps for replay.
+    pub(super) replay_bytes: usize,
+    /// Bytes a live connection may have waiting before it is dropped as not reading (an event
+    /// larger than this still goes to a connection with nothing waiting).
+    pub(super) unread_bytes: usize,
+    /// The bytes the replay buffers of all the connection's streams hold together.
+    pub(super) session: Arc<SessionBytes>,
+}
+
+/// The bytes held by the replay buffers of one session's streams, and their bound: when they
+/// are over it, a stream that gets an event drops its own oldest events (never its response)
+/// until they are not, or it has none left to drop.
+#[derive(Debug)]
+pub(super) struct SessionBytes {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl SessionBytes {
+    /// A session's share, bounded by `max` bytes.
+    pub(super) fn new(max: usize) -> Arc<SessionBytes> {
+        Arc::new(SessionBytes {
+            held: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    /// The bytes held now.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    fn over(&self) -> bool {
+        self.held.load(Ordering::Relaxed) > self.max
+    }
+
+    fn add(&self, bytes: usize) {
+        self.held.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn sub(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
 
 /// What one event carries.
 #[derive(Debug, Clone)]
@@ -34,6 +90,10 @@ pub(super) struct Event {
 pub(super) struct ResponseStream {
     /// Its number within the session: the first part of its event ids.
     pub(super) id: u64,
+    replay_events: usize,
+    replay_bytes: usize,
+    unread_bytes: usize,
+    session: Arc<SessionBytes>,
     state: Mutex<State>,
 }
 
@@ -42,8 +102,9 @@ struct State {
     next_seq: u64,
     /// The newest events, oldest first; `None` when the stream is not resumable.
     replay: Option<VecDeque<Event>>,
-    replay_cap: usize,
-    live: Option<mpsc::Sender<Event>>,
+    /// The bytes of the events in `replay` (counted in the session's too).
+    replay_held: usize,
+    live: Option<Live>,
     /// The newest event handed to a live connection.
     sent_up_to: u64,
     /// The response was sent: nothing follows.
@@ -57,15 +118,97 @@ pub(super) enum AttachError {
     Evicted,
 }
 
+/// The sending side of a live connection, with the bytes of the events it has waiting.
+#[derive(Debug)]
+struct Live {
+    tx: mpsc::Sender<Event>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Live {
+    /// Hands `event` to the connection; `false` if the connection must be dropped (with a
+    /// warning when it is because its client does not read).
+    fn offer(&self, event: Event, unread_bytes: usize, stream: u64) -> bool {
+        let size = event.data.len();
+        // Counted before it is sent, so the reader never takes away more than was added.
+        let before = self.queued.fetch_add(size, Ordering::Relaxed);
+        let not_reading = if before > 0 && before.saturating_add(size) > unread_bytes {
+            true
+        } else {
+            match self.tx.try_send(event) {
+                Ok(()) => return true,
+                Err(mpsc::error::TrySendError::Full(_)) => true,
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        };
+        self.queued.fetch_sub(size, Ordering::Relaxed);
+        if not_reading {
+            tracing::warn!(
+                stream,
+                unread_bytes = before,
+                "a client is not reading its event stream; dropped the connection"
+            );
+        }
+        false
+    }
+}
+
+/// The receiving side of a live connection: its events, as they come.
+#[derive(Debug)]
+pub(super) struct Events {
+    rx: mpsc::Receiver<Event>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Events {
+    fn new() -> (Live, Events) {
+        let (tx, rx) = mpsc::channel(LIVE_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let live = Live {
+            tx,
+            queued: Arc::clone(&queued),
+        };
+        (live, Events { rx, queued })
+    }
+
+    /// A connection that gets nothing: it ends at once.
+    fn ended() -> Events {
+        Events::new().1
+    }
+
+    fn took(&self, event: Option<Event>) -> Option<Event> {
+        let event = event?;
+        self.queued.fetch_sub(event.data.len(), Ordering::Relaxed);
+        Some(event)
+    }
+
+    /// The next event; `None` once the stream has ended for this connection.
+    pub(super) async fn recv(&mut self) -> Option<Event> {
+        let event = self.rx.recv().await;
+        self.took(event)
+    }
+
+    /// The next event if one is waiting.
+    pub(super) fn try_recv(&mut self) -> Option<Event> {
+        let event = self.rx.try_recv().ok();
+        self.took(event)
+    }
+}
+
 impl ResponseStream {
-    /// A stream keeping the newest `replay_cap` events for resumption (0: not resumable).
-    pub(super) fn new(id: u64, replay_cap: usize) -> ResponseStream {
+    /// A stream within `limits`; `resumable`: it keeps events for replay.
+    pub(super) fn new(id: u64, limits: &StreamLimits, resumable: bool) -> ResponseStream {
+        let replay_events = if resumable { limits.replay_events } else { 0 };
         ResponseStream {
             id,
+            replay_events,
+            replay_bytes: limits.replay_bytes,
+            unread_bytes: limits.unread_bytes,
+            session: Arc::clone(&limits.session),
             state: Mutex::new(State {
                 next_seq: 1,
-                replay: (replay_cap > 0).then(VecDeque::new),
-                replay_cap,
+                replay: (replay_events > 0).then(VecDeque::new),
+                replay_held: 0,
                 live: None,
                 sent_up_to: 0,
                 finished: false,
@@ -83,16 +226,23 @@ impl ResponseStream {
         self.lock().finished
     }
 
+    /// The bytes its replay buffer holds.
+    #[cfg(test)]
+    pub(super) fn replay_held(&self) -> usize {
+        self.lock().replay_held
+    }
+
     /// Whether a client is connected to it now.
     pub(super) fn attached(&self) -> bool {
-        self.lock().live.as_ref().is_some_and(|l| !l.is_closed())
+        self.lock().live.as_ref().is_some_and(|l| !l.tx.is_closed())
     }
 
     /// Sends `data` on the stream (`last`: it is the response, and the stream ends after it).
     /// Returns whether a live connection took it; if not, it waits in the replay buffer (when
     /// the stream is resumable) or is lost with the connection.
     pub(super) fn push(&self, data: Bytes, last: bool) -> bool {
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         if state.finished {
             return false;
         }
@@ -103,44 +253,52 @@ impl ResponseStream {
         };
         state.next_seq += 1;
         state.finished = last;
-        let cap = state.replay_cap;
         if let Some(replay) = state.replay.as_mut() {
-            if replay.len() == cap {
-                // The oldest event that is not the response goes; the response is never
-                // evicted (it is always the newest).
-                replay.pop_front();
-            }
+            let size = event.data.len();
             replay.push_back(event.clone());
+            state.replay_held += size;
+            self.session.add(size);
+            // The oldest events go while the stream or its session is over its bounds; the
+            // response is never evicted: it is the newest, so it is the front only when it is
+            // the only event left.
+            while let Some(oldest) = replay.front()
+                && !oldest.last
+                && (replay.len() > self.replay_events
+                    || state.replay_held > self.replay_bytes
+                    || self.session.over())
+            {
+                let size = oldest.data.len();
+                replay.pop_front();
+                state.replay_held -= size;
+                self.session.sub(size);
+            }
         }
         let Some(live) = state.live.as_ref() else {
             return false;
         };
         let seq = event.seq;
-        match live.try_send(event) {
-            Ok(()) => {
-                state.sent_up_to = seq;
-                true
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(
-                    stream = self.id,
-                    "a client is not reading its event stream; dropped the connection"
-                );
-                state.live = None;
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                state.live = None;
-                false
-            }
+        if live.offer(event, self.unread_bytes, self.id) {
+            state.sent_up_to = seq;
+            true
+        } else {
+            state.live = None;
+            false
         }
+    }
+
+    /// Empties the replay buffer, giving its bytes back to the session.
+    fn clear_replay(&self, state: &mut State) {
+        if let Some(replay) = state.replay.as_mut() {
+            replay.clear();
+        }
+        self.session.sub(std::mem::take(&mut state.replay_held));
     }
 
     /// Connects a client to the stream, first giving it the buffered events after `after`
     /// (`None`: a new stream, nothing to replay). A connection already attached is replaced.
-    pub(super) fn attach(&self, after: Option<u64>) -> Result<mpsc::Receiver<Event>, AttachError> {
+    pub(super) fn attach(&self, after: Option<u64>) -> Result<Events, AttachError> {
         let mut state = self.lock();
-        let (tx, rx) = mpsc::channel(LIVE_QUEUE);
+        let (live, events) = Events::new();
         if let Some(after) = after {
             let replay = state.replay.as_ref().ok_or(AttachError::Evicted)?;
             let first = replay.front().map_or(state.next_seq, |e| e.seq);
@@ -148,20 +306,22 @@ impl ResponseStream {
                 return Err(AttachError::Evicted);
             }
             for event in replay.iter().filter(|e| e.seq > after) {
-                // The channel is new and the buffer is at most LIVE_QUEUE long.
-                if tx.try_send(event.clone()).is_err() {
+                // The channel is new and the buffer is at most LIVE_QUEUE long; its bytes are
+                // bounded by the replay bounds, so they are counted, never refused.
+                live.queued.fetch_add(event.data.len(), Ordering::Relaxed);
+                if live.tx.try_send(event.clone()).is_err() {
                     return Err(AttachError::Evicted);
                 }
             }
         }
         if !state.finished {
-            state.live = Some(tx);
+            state.live = Some(live);
         }
-        Ok(rx)
+        Ok(events)
     }
 
     /// Connects a client that gives no `Last-Event-ID`: it gets what no connection took yet.
-    pub(super) fn attach_fresh(&self) -> mpsc::Receiver<Event> {
+    pub(super) fn attach_fresh(&self) -> Events {
         let after = {
             let state = self.lock();
             state.replay.as_ref().map(|replay| {
@@ -170,152 +330,28 @@ impl ResponseStream {
                 state.sent_up_to.max(oldest.saturating_sub(1))
             })
         };
-        self.attach(after).unwrap_or_else(|_| mpsc::channel(1).1)
+        self.attach(after).unwrap_or_else(|_| Events::ended())
     }
 
-    /// Drops the live connection, if any (the request was cancelled: nothing more is sent).
+    /// Drops the live connection, if any (the request was cancelled, or the session ended:
+    /// nothing more is sent, and nothing is kept for replay).
     pub(super) fn detach(&self) {
         let mut state = self.lock();
         state.live = None;
         state.finished = true;
+        self.clear_replay(&mut state);
     }
 }
 
-/// The id of event `seq` on stream `stream`: `stream/seq`.
-pub(super) fn event_id(stream: u64, seq: u64) -> String {
-    format!("{stream}/{seq}")
-}
-
-/// Reads an event id made by [`event_id`].
-pub(super) fn parse_event_id(text: &str) -> Option<(u64, u64)> {
-    let (stream, seq) = text.split_once('/')?;
-    Some((stream.parse().ok()?, seq.parse().ok()?))
-}
-
-/// How an SSE body writes its events.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct BodyOptions {
-    /// Give every event an id (resumable streams).
-    pub(super) ids: bool,
-    /// Start with a priming event: an id and no data, so a client can resume even before
-    /// the first message.
-    pub(super) prime: bool,
-    /// The keep-alive comment interval.
-    pub(super) keep_alive: Option<Duration>,
-}
-
-/// The bytes of an SSE response body: the events of `events` as they come, keep-alive comments
-/// while idle, and the end of the body after the response. `guard` lives as long as the body:
-/// dropping it is how the server learns the client went away.
-pub(super) fn body<G: Send + 'static>(
-    stream_id: u64,
-    first: Option<Event>,
-    events: mpsc::Receiver<Event>,
-    options: BodyOptions,
-    guard: G,
-) -> impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
-    struct Body<G> {
-        first: Option<Event>,
-        events: mpsc::Receiver<Event>,
-        primed: bool,
-        done: bool,
-        _guard: G,
+impl Drop for ResponseStream {
+    fn drop(&mut self) {
+        let held = self
+            .state
+            .get_mut()
+            .map_or_else(|e| e.into_inner().replay_held, |s| s.replay_held);
+        self.session.sub(held);
     }
-    let start = Body {
-        first,
-        events,
-        primed: !options.prime,
-        done: false,
-        _guard: guard,
-    };
-    // Each chunk carries every event ready at that moment (the priming event with the first
-    // one), so a short call's answer leaves in one write.
-    let write = move |out: &mut Vec<u8>, event: &Event| {
-        let id = options.ids.then(|| event_id(stream_id, event.seq));
-        // The data is one JSON text: its line breaks are escaped, so it is one `data:` line.
-        sse::write_event(
-            out,
-            id.as_deref(),
-            "",
-            std::str::from_utf8(&event.data).unwrap_or_default(),
-        );
-        event.last
-    };
-    futures_util::stream::unfold(start, move |mut body| async move {
-        if body.done {
-            return None;
-        }
-        let mut out = Vec::new();
-        if !body.primed {
-            body.primed = true;
-            sse::write_event(&mut out, Some(&event_id(stream_id, 0)), "", "");
-        }
-        if out.is_empty() && body.first.is_none() {
-            let next = match options.keep_alive {
-                Some(every) => match tokio::time::timeout(every, body.events.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        sse::write_comment(&mut out, "keep-alive");
-                        return Some((Ok(Bytes::from(out)), body));
-                    }
-                },
-                None => body.events.recv().await,
-            };
-            body.first = Some(next?);
-        }
-        while let Some(event) = body.first.take().or_else(|| body.events.try_recv().ok()) {
-            if write(&mut out, &event) {
-                body.done = true;
-                break;
-            }
-        }
-        Some((Ok(Bytes::from(out)), body))
-    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resumes_after_the_last_event_seen_and_refuses_evicted_ones() {
-        let stream = ResponseStream::new(3, 2);
-        let _first = stream.attach(None).unwrap();
-        drop(_first);
-        assert!(!stream.push(Bytes::from_static(b"1"), false));
-        assert!(!stream.push(Bytes::from_static(b"2"), false));
-        assert!(!stream.push(Bytes::from_static(b"3"), true));
-        assert_eq!(stream.attach(Some(0)).unwrap_err(), AttachError::Evicted);
-        let mut rx = stream.attach(Some(1)).unwrap();
-        let got: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok())
-            .map(|e| e.seq)
-            .collect();
-        assert_eq!(got, [2, 3]);
-        assert!(stream.finished());
-    }
-
-    #[test]
-    fn a_stream_without_replay_cannot_be_resumed() {
-        let stream = ResponseStream::new(1, 0);
-        assert!(!stream.push(Bytes::from_static(b"1"), false));
-        assert_eq!(stream.attach(Some(0)).unwrap_err(), AttachError::Evicted);
-    }
-
-    #[test]
-    fn a_client_that_does_not_read_is_dropped_not_waited_for() {
-        let stream = ResponseStream::new(1, 4);
-        let _rx = stream.attach(None).unwrap();
-        for _ in 0..LIVE_QUEUE {
-            assert!(stream.push(Bytes::from_static(b"x"), false));
-        }
-        assert!(!stream.push(Bytes::from_static(b"x"), false));
-        assert!(!stream.attached());
-    }
-
-    #[test]
-    fn event_ids_round_trip() {
-        assert_eq!(parse_event_id(&event_id(7, 42)), Some((7, 42)));
-        assert_eq!(parse_event_id("7-42"), None);
-        assert_eq!(parse_event_id("x/1"), None);
-    }
-}
+mod tests;

@@ -21,8 +21,9 @@ use super::conn::{Admitted, Conn, Kind, Refusal};
 use super::params::cancelled_id;
 use super::request::HttpRequest;
 use super::session::Session;
-use super::stream::{self, BodyOptions, Event};
+use super::stream::{self, BodyOptions, Event, Events};
 use crate::JsonRpcError;
+use crate::peer::limits::{check_identifiers, id_len};
 use crate::peer::wire::{self, Incoming};
 
 type Shared = AxumState<Arc<State>>;
@@ -215,10 +216,26 @@ pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) ->
     }
     match wire::parse(&body) {
         Incoming::Invalid { id, error } => {
+            // An id over the bound is not echoed.
+            let id = id.filter(|id| id_len(id) <= state.max_id_len);
             json(StatusCode::BAD_REQUEST, wire::error(id.as_ref(), &error))
         }
         Incoming::Ignored(why) => rpc_error(StatusCode::BAD_REQUEST, None, -32600, why),
         Incoming::Request { id, method, params } => {
+            // Before anything keeps the id or the token (a route, a session's maps, a peer):
+            // the peer's own rule, applied here because the shared peer sees ours instead.
+            if let Err(refused) = check_identifiers(&id, params, true, state.max_id_len) {
+                tracing::warn!(
+                    length = refused.len,
+                    max = state.max_id_len,
+                    "refused a request whose id or progress token is over the bound"
+                );
+                let answer_to = refused.echo_id.then_some(&id);
+                return json(
+                    StatusCode::BAD_REQUEST,
+                    wire::error(answer_to, &refused.error),
+                );
+            }
             let target = match target(&state, &parts, Some(&id), Some(&method), params) {
                 Ok(target) => target,
                 Err(refused) => return *refused,
@@ -260,7 +277,7 @@ pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) ->
             if let Some(refused) = check_headers(headers, &target, None) {
                 return refused;
             }
-            notification(target, &method, params, &body).await
+            notification(target, &method, params, &body, state.max_id_len).await
         }
         Incoming::Response { id, .. } => {
             match target(&state, &parts, None, None, None) {
@@ -281,12 +298,22 @@ async fn notification(
     method: &str,
     params: Option<&RawValue>,
     body: &[u8],
+    max_id_len: usize,
 ) -> Response {
     match target {
         Target::Session(session) => {
             if method == "notifications/cancelled"
                 && let Some(id) = params.and_then(|p| cancelled_id(p.get()))
             {
+                if id_len(&id) > max_id_len {
+                    // No request has such an id (it would have been refused), and a cancel
+                    // kept for it would hold the id for its request that never comes.
+                    tracing::debug!(
+                        length = id_len(&id),
+                        "ignored a cancel naming a request id over the bound"
+                    );
+                    return StatusCode::ACCEPTED.into_response();
+                }
                 // The cancelled request's stream ends without a response, as MCP wants; a
                 // cancel that overtook its request waits for it.
                 session.conn.cancel(&id, Bytes::copy_from_slice(body));
@@ -457,7 +484,7 @@ fn status_2026(answer: &[u8]) -> StatusCode {
 fn event_stream<G: Send + 'static>(
     stream_id: u64,
     first: Option<Event>,
-    events: tokio::sync::mpsc::Receiver<Event>,
+    events: Events,
     options: BodyOptions,
     guard: G,
 ) -> Response {

@@ -13,6 +13,7 @@ use cancelkit_wire::headers as mcp_headers;
 
 use super::super::State;
 use super::super::conn::Refusal;
+use super::super::session::TooMany;
 use super::super::stream::{self, BodyOptions};
 use super::{
     AxumState, Call, Shared, Target, accepts, check_headers, check_origin, event_stream, json,
@@ -24,13 +25,22 @@ pub(super) async fn initialize(state: &State, call: Call<'_>, owner: Option<Stri
     let conn = state.session_conn();
     let session = match state.sessions.create(Arc::clone(&conn), owner) {
         Ok(session) => session,
-        Err(_) => {
+        Err(too_many) => {
             conn.peer.close();
+            let message = match too_many {
+                TooMany::Server(max) => {
+                    format!("Server overloaded: {max} sessions are open, the most it holds")
+                }
+                TooMany::Owner(max) => format!(
+                    "Server overloaded: you have {max} sessions open, the most one user may \
+                     hold; end one (DELETE) or retry later"
+                ),
+            };
             return rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some(call.id),
                 -32050,
-                "Server overloaded: too many sessions",
+                &message,
             );
         }
     };
