@@ -1,10 +1,13 @@
 //! The runtime-side invoke client (`cancelkit::rap::Invoker`) against the real `ToolServer`,
 //! over loopback HTTP: results arrive through the callback route; dropping the future, or
 //! cancelling its scope, sends `/cancel_tool_call` (the tool's scope is cancelled by it) and
-//! leaves the tracker saying "interrupted"; a late result is dropped; the pending bound holds.
+//! leaves the tracker saying "interrupted"; a late result is refused, even with the call's own
+//! callback URL (its secret is forgotten once the call stops waiting); the pending bound holds.
+//! (Forged callbacks and the other protections are in `rap_security.rs`.)
 
 #![cfg(unix)]
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -78,6 +81,8 @@ struct Rig {
     target: ToolServerTarget,
     invoker: Invoker,
     stops: Stops,
+    /// The `callback_url` each invocation carried, by tool call id, as the tool server got it.
+    callbacks: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// A real tool server (`echo`, `sleep`) and an invoker whose callback route is served on
@@ -117,11 +122,30 @@ async fn rig_with(max_pending: usize, invoke_delay: Duration) -> Rig {
     let tools = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let target = ToolServerTarget::new(format!("http://{}", tools.local_addr().unwrap()))
         .with_bearer_token(TOKEN);
-    let hold = move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-        if request.uri().path() == "/invoke" {
+    let noted = Arc::new(Mutex::new(HashMap::new()));
+    let seen = noted.clone();
+    let hold = move |request: axum::extract::Request, next: axum::middleware::Next| {
+        let seen = seen.clone();
+        async move {
+            if request.uri().path() != "/invoke" {
+                return next.run(request).await;
+            }
             tokio::time::sleep(invoke_delay).await;
+            // Note the invocation's callback URL, then pass the request on unchanged.
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+            if let Ok(invocation) = serde_json::from_slice::<Value>(&body) {
+                seen.lock().unwrap().insert(
+                    invocation["id"].as_str().unwrap_or_default().to_owned(),
+                    invocation["callback_url"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                );
+            }
+            let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
+            next.run(request).await
         }
-        next.run(request).await
     };
     serve(
         tools,
@@ -140,6 +164,7 @@ async fn rig_with(max_pending: usize, invoke_delay: Duration) -> Rig {
         target,
         invoker,
         stops,
+        callbacks: noted,
     }
 }
 
@@ -185,8 +210,25 @@ impl Rig {
         panic!("expected {n} stops, saw {stops:?}");
     }
 
+    /// The callback URL the tool server was given for call `id`.
+    fn callback_of(&self, id: &str) -> String {
+        self.callbacks
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("the tool server saw no invocation of {id}"))
+    }
+
+    /// The secret in call `id`'s callback URL (its last path segment).
+    fn secret_of(&self, id: &str) -> String {
+        let url = self.callback_of(id);
+        url.rsplit('/').next().unwrap().to_owned()
+    }
+
     /// The tracker has the call as cancelled: not running (a cancel does nothing), still
-    /// remembered, and its result is dropped.
+    /// remembered, and its result, even with the call's own secret, is refused (the call no
+    /// longer waits, so its secret is forgotten).
     fn assert_interrupted(&self, id: &str) {
         let tracker = self.invoker.tracker();
         assert_eq!(tracker.len(), 1, "the cancelled call is remembered");
@@ -195,7 +237,8 @@ impl Rig {
             "the call is no longer running"
         );
         let late = json!({"type": "tool_result", "group_id": "thread-1", "id": id, "text": "late"});
-        assert_eq!(self.invoker.deliver(late), Delivered::Dropped);
+        let secret = self.secret_of(id);
+        assert_eq!(self.invoker.deliver(&secret, late), Delivered::Refused);
         assert_eq!(self.invoker.pending(), 0);
     }
 }
@@ -326,33 +369,39 @@ async fn a_late_result_after_a_cancel_is_dropped() {
     rig.until_running(1).await;
     rig.drop_call(call).await;
     rig.stops(1).await;
-    // A tool server that sends its result anyway, as the crossing allows: POSTed to the real
-    // callback route, answered 200 like anything else, and dropped.
+    // A tool server that sends its result anyway, as the crossing allows: POSTed to the call's
+    // own callback URL, refused (the call no longer waits, so its secret is forgotten) with
+    // the same answer as a result for a call never made, and dropped.
     let late = json!({"type": "tool_result", "group_id": "thread-1", "id": "call-1", "text": "finished after all"});
-    let response = reqwest::Client::new()
-        .post(rig.invoker.callback_url())
-        .json(&late)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(
-        response.text().await.unwrap(),
-        "",
-        "nothing about the call is revealed"
-    );
-    assert_eq!(rig.invoker.deliver(late), Delivered::Dropped);
-    rig.assert_interrupted("call-1");
-    // A result for a call never made, and a malformed one, are dropped too.
+    let post = |url: String, body: Value| async move {
+        let response = reqwest::Client::new()
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    };
+    let (status, answer) = post(rig.callback_of("call-1"), late.clone()).await;
+    assert_eq!(status, 403, "{answer}");
     let unknown =
         json!({"type": "tool_result", "group_id": "thread-1", "id": "nobody", "text": "x"});
-    assert_eq!(rig.invoker.deliver(unknown), Delivered::Dropped);
     assert_eq!(
-        rig.invoker.deliver(json!({"id": "call-1"})),
+        post(rig.callback_of("call-1"), unknown.clone()).await,
+        (status, answer),
+        "nothing about the call is revealed"
+    );
+    let secret = rig.secret_of("call-1");
+    assert_eq!(rig.invoker.deliver(&secret, late), Delivered::Refused);
+    rig.assert_interrupted("call-1");
+    // A result for a call never made is refused too, and a malformed one ignored.
+    assert_eq!(rig.invoker.deliver(&secret, unknown), Delivered::Refused);
+    assert_eq!(
+        rig.invoker.deliver(&secret, json!({"id": "call-1"})),
         Delivered::Malformed
     );
     let bad_id = json!({"type": "tool_result", "group_id": "../x", "id": "call-1", "text": "x"});
-    assert_eq!(rig.invoker.deliver(bad_id), Delivered::Malformed);
+    assert_eq!(rig.invoker.deliver(&secret, bad_id), Delivered::Malformed);
 }
 
 /// A call cancelled through the tracker itself (not by dropping its future) ends with
@@ -367,15 +416,20 @@ async fn a_call_cancelled_through_the_tracker_ends_when_its_result_is_dropped() 
     assert!(tracker.cancel("thread-1", "call-1").is_some());
     let stops = rig.stops(1).await;
     assert_eq!(stops[0].1, "cancelled by the peer: /cancel_tool_call");
+    // The call still waits here, so its result, with its secret, is taken and dropped.
     let late = json!({"type": "tool_result", "group_id": "thread-1", "id": "call-1", "text": "x"});
-    assert_eq!(rig.invoker.deliver(late), Delivered::Dropped);
+    let secret = rig.secret_of("call-1");
+    assert_eq!(rig.invoker.deliver(&secret, late), Delivered::Dropped);
     let outcome = within(call).await.unwrap();
     assert!(matches!(outcome, Err(InvokeError::Closed)), "{outcome:?}");
 
     tracker.start("thread-1", "elsewhere").unwrap();
     let other =
         json!({"type": "tool_result", "group_id": "thread-1", "id": "elsewhere", "text": "x"});
-    assert_eq!(rig.invoker.deliver(other.clone()), Delivered::Dropped);
+    assert_eq!(
+        rig.invoker.deliver(&secret, other.clone()),
+        Delivered::Refused
+    );
     assert!(
         tracker.deliver(other).is_some(),
         "the other call's record is left to its owner"

@@ -34,8 +34,32 @@
 //!   to [`ToolServerBuilder::allow_callback_origin`]; none is allowed by default, so an
 //!   unconfigured server refuses every `/invoke` with 400 before running anything. Redirects
 //!   from a callback are not followed.
+//! - **Bounded running calls**: at most [`DEFAULT_MAX_RUNNING`] calls hold a place at once
+//!   (running, or posting their result) unless [`ToolServerBuilder::max_running`] says
+//!   otherwise; beyond it `/invoke` answers 503 with a JSON body naming the limit. An optional
+//!   per-client share ([`ToolServerBuilder::max_running_per_client`]) answers 429. An accepted
+//!   call is never dropped to make room.
+//! - **Bounded, validated client text**: ids are 1 to [`MAX_ID_LEN`] bytes of
+//!   `[A-Za-z0-9._:-]`; the operation, `call_id` and `user_id` at most [`MAX_ID_LEN`] bytes; a
+//!   `callback_url` at most [`MAX_CALLBACK_URL_LEN`] bytes without whitespace or control
+//!   characters. Each refusal is a 400 naming the limit.
 //! - **Process tools**: output capped ([`process::DEFAULT_OUTPUT_LIMIT`] per stream by
 //!   default), the whole process group terminated on cancel and after the leader exits.
+//!
+//! # Security defaults of the invoker
+//!
+//! - **Callbacks bound to their call**: each invocation's `callback_url` is the invoker's
+//!   callback URL plus one path segment holding 128 random bits, compared in constant time
+//!   when the result comes back. A `tool_result` without it, with a wrong one, with another
+//!   call's, or for a call that already finished (a replay), is refused with 403 and completes
+//!   or cancels nothing. Tool servers need no change: they post to the URL they were given.
+//!
+//! # Logs
+//!
+//! Text a client chose (ids, operation names, callback URLs, error messages quoting them)
+//! reaches the log only through `Debug` formatting of a bounded excerpt: quoted, with
+//! newlines, control characters and ANSI escapes escaped, and cut after 256 characters, so it
+//! can neither forge log lines nor flood them.
 
 mod invoke;
 mod notifier;
@@ -51,12 +75,51 @@ pub use notifier::{
     ToolServerTarget, TrackerFull,
 };
 pub use server::{
-    ClientKey, InvalidCallbackOrigin, ToolCall, ToolError, ToolOutput, ToolServer,
-    ToolServerBuilder,
+    ClientKey, DEFAULT_MAX_RUNNING, InvalidCallbackOrigin, ToolCall, ToolError, ToolOutput,
+    ToolServer, ToolServerBuilder,
 };
 
-/// Longest `thread_id` / `tool_call_id` accepted.
+/// Longest `thread_id` / `tool_call_id` accepted, in bytes; also the longest operation name,
+/// `call_id` and `user_id` a tool server accepts.
 pub const MAX_ID_LEN: usize = 256;
+
+/// Longest `callback_url` a tool server accepts, in bytes.
+pub const MAX_CALLBACK_URL_LEN: usize = 2048;
+
+/// How many characters of a client-chosen string a log line shows.
+const LOGGED_TEXT_LIMIT: usize = 256;
+
+/// Client-chosen text as a log field (`field = ?shown(text)`): quoted and escaped as `{:?}`
+/// escapes a string (newlines, control characters and ANSI escapes become `\n`, `\u{1b}`,
+/// ...), and cut after [`LOGGED_TEXT_LIMIT`] characters with the full length noted.
+pub(crate) fn shown(text: &str) -> Shown<'_> {
+    Shown(text)
+}
+
+/// Client-chosen text, escaped and cut for a log line; see [`shown`].
+pub(crate) struct Shown<'a>(&'a str);
+
+impl std::fmt::Debug for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        let cut = self
+            .0
+            .char_indices()
+            .nth(LOGGED_TEXT_LIMIT)
+            .map_or(self.0.len(), |(at, _)| at);
+        f.write_char('"')?;
+        for c in self.0[..cut].chars() {
+            for escaped in c.escape_debug() {
+                f.write_char(escaped)?;
+            }
+        }
+        f.write_char('"')?;
+        if cut < self.0.len() {
+            write!(f, "... ({} bytes in all)", self.0.len())?;
+        }
+        Ok(())
+    }
+}
 
 /// Whether an id from the wire is acceptable before it is used for any lookup: 1 to
 /// [`MAX_ID_LEN`] bytes of ASCII letters, digits, `-`, `_`, `.`, `:`.
@@ -86,5 +149,25 @@ mod tests {
             assert!(!super::valid_id(bad), "{bad:?}");
         }
         assert!(super::valid_id(&"a".repeat(256)));
+    }
+
+    #[test]
+    fn client_text_is_logged_escaped_and_cut() {
+        let shown = |text: &str| format!("{:?}", super::shown(text));
+        assert_eq!(
+            shown("http://x/%0a\n\u{1b}[31mred\r\"q\""),
+            r#""http://x/%0a\n\u{1b}[31mred\r\"q\"""#
+        );
+        assert_eq!(shown("plain"), r#""plain""#);
+        let long = "é".repeat(300);
+        assert_eq!(
+            shown(&long),
+            format!("\"{}\"... (600 bytes in all)", "é".repeat(256))
+        );
+        let controls = shown("a\u{7}b\u{9b}c\u{7f}");
+        assert!(
+            !controls.contains(['\u{7}', '\u{9b}', '\u{7f}']),
+            "{controls}"
+        );
     }
 }

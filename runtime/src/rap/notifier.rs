@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::shown;
 use crate::sync::lock;
 
 /// One tool server the runtime uses.
@@ -142,13 +143,13 @@ impl Notifier {
                     Ok(response) => {
                         let status = response.status();
                         if !status.is_success() {
-                            tracing::warn!(server = %base_url, %status, "a tool server refused a cancellation");
+                            tracing::warn!(server = ?shown(&base_url), status = status.as_u16(), "a tool server refused a cancellation");
                         }
                         Ok(status.as_u16())
                     }
                     Err(e) => {
                         let error = cancelkit_wire::chain(&e).to_string();
-                        tracing::warn!(server = %base_url, %error, "cannot notify a tool server of a cancellation (not retried)");
+                        tracing::warn!(server = ?shown(&base_url), error = ?shown(&error), "cannot notify a tool server of a cancellation (not retried)");
                         Err(error)
                     }
                 };
@@ -296,7 +297,7 @@ impl CallTracker {
         if !calls.states.contains_key(&key) {
             while calls.states.len() >= self.max_calls {
                 if !calls.forget_oldest(None) {
-                    tracing::warn!(%thread_id, %tool_call_id, limit = self.max_calls, "refused a tool call: too many in flight");
+                    tracing::warn!(thread_id = ?shown(thread_id), tool_call_id = ?shown(tool_call_id), limit = self.max_calls, "refused a tool call: too many in flight");
                     return Err(TrackerFull {
                         running: calls.states.len(),
                         limit: self.max_calls,
@@ -356,11 +357,11 @@ impl CallTracker {
                 Some(result)
             }
             Some(CallState::Interrupted { .. }) => {
-                tracing::info!(thread_id = %key.0, tool_call_id = %key.1, "dropped the result of a cancelled tool call");
+                tracing::info!(thread_id = ?shown(&key.0), tool_call_id = ?shown(&key.1), "dropped the result of a cancelled tool call");
                 None
             }
             None => {
-                tracing::warn!(thread_id = %key.0, tool_call_id = %key.1, "dropped a result for an unknown, already answered or long-cancelled tool call");
+                tracing::warn!(thread_id = ?shown(&key.0), tool_call_id = ?shown(&key.1), "dropped a result for an unknown, already answered or long-cancelled tool call");
                 None
             }
         }

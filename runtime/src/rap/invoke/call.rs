@@ -67,6 +67,10 @@ pub enum InvokeError {
     /// The thread or tool call id is not a valid RAP id; nothing was sent.
     #[error("thread and tool call ids must be 1-256 characters of [A-Za-z0-9._:-]")]
     InvalidId,
+    /// The system's random source gave no secret for the call's callback URL; nothing was
+    /// sent.
+    #[error("cannot draw a callback secret for the tool call from the system's random source")]
+    NoSecret,
     /// A call with the same thread and tool call ids is already waiting; nothing was sent.
     #[error("tool call {tool_call_id} of thread {thread_id} is already waiting for its result")]
     Duplicate {
@@ -119,9 +123,14 @@ impl From<InvokeError> for JsonRpcError {
 pub enum Delivered {
     /// Handed to the call waiting for it.
     Accepted,
-    /// Dropped: its call was cancelled (the tracker has recorded `interrupted`), already
-    /// answered, or is unknown.
+    /// Bound to its waiting call, but dropped: the call had been cancelled through the
+    /// tracker ([`CallTracker::cancel`], which recorded `interrupted`), or its caller stopped
+    /// waiting at that very moment. The call no longer waits.
     Dropped,
     /// Not a `tool_result` with valid ids; ignored.
     Malformed,
+    /// Not bound to a call waiting here: the secret is missing, wrong or another call's, or
+    /// the call is unknown, already answered, cancelled or given up (its secret forgotten).
+    /// Nothing changed.
+    Refused,
 }

@@ -17,12 +17,14 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::notifier::{CallTracker, ToolServerTarget, TrackerFull};
-use super::valid_id;
+use super::{shown, valid_id};
 use crate::sync::lock;
 use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
 
+mod binding;
 mod call;
 
+use binding::{Secret, Waiting};
 pub use call::{Delivered, Invocation, InvokeError};
 
 /// How many calls an [`Invoker`] lets wait for their results at once by default.
@@ -41,19 +43,25 @@ struct Inner {
     tracker: Arc<CallTracker>,
     http: reqwest::Client,
     callback_url: String,
+    /// `callback_url`, parsed: each call's callback URL is this plus its secret.
+    callback_base: Url,
     callback_path: String,
     max_pending: usize,
-    /// The calls waiting for their results, at most `max_pending`.
-    waiting: Mutex<HashMap<CallKey, oneshot::Sender<ToolResult>>>,
+    /// The calls waiting for their results, at most `max_pending`, with their secrets.
+    waiting: Mutex<HashMap<CallKey, Waiting>>,
+    /// Where call secrets come from.
+    random: &'static dyn tokio_rustls::rustls::crypto::SecureRandom,
 }
 
 /// Invokes RAP tools and waits for their results, cancelling them when the wait is given up.
 ///
-/// [`invoke`](Self::invoke) posts the invocation to a tool server's `/invoke` with the
-/// invoker's callback URL, and returns a future ([`Invoke`]) that resolves with the
-/// `tool_result` the server later posts there. [`callback_router`](Self::callback_router) is
-/// the route that receives those results; the runtime serves it at the callback URL. Results go
-/// through the [`CallTracker`], so a result that crosses a cancellation is dropped.
+/// [`invoke`](Self::invoke) posts the invocation to a tool server's `/invoke` with a callback
+/// URL of its own (the invoker's callback URL plus a per-call secret), and returns a future
+/// ([`Invoke`]) that resolves with the `tool_result` the server later posts there.
+/// [`callback_router`](Self::callback_router) is the route that receives those results; the
+/// runtime serves it at the callback URL. A result is accepted only with its call's secret
+/// and only once, and goes through the [`CallTracker`], so a result that crosses a
+/// cancellation is dropped.
 ///
 /// When the future is dropped before the result arrives, or when the cancellation scope it was
 /// created in is cancelled (a `#[cancellable]` caller, a peer's cancel), the call is cancelled
@@ -133,35 +141,48 @@ impl InvokerBuilder {
         self
     }
 
-    /// The invoker; refused if the callback URL is not an absolute `http`/`https` URL.
+    /// The invoker; refused if the callback URL is not an absolute `http`/`https` URL without
+    /// a fragment, or is so long that a call's URL (33 bytes more) would pass a tool server's
+    /// [`MAX_CALLBACK_URL_LEN`](crate::rap::MAX_CALLBACK_URL_LEN).
     pub fn build(self) -> Result<Invoker, InvalidCallbackUrl> {
         let callback_url = self.callback_url;
         let url = Url::parse(&callback_url)
             .ok()
-            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+            .filter(|url| {
+                matches!(url.scheme(), "http" | "https")
+                    && url.has_host()
+                    && url.fragment().is_none()
+                    && url.as_str().len() + 33 <= crate::rap::MAX_CALLBACK_URL_LEN
+            })
             .ok_or_else(|| InvalidCallbackUrl(callback_url.clone()))?;
         Ok(Invoker {
             inner: Arc::new(Inner {
                 tracker: self.tracker,
                 http: http_client(self.invoke_timeout, self.trusted),
                 callback_path: url.path().to_owned(),
+                callback_base: url,
                 callback_url,
                 max_pending: self.max_pending,
                 waiting: Mutex::new(HashMap::new()),
+                random: binding::random_source(),
             }),
         })
     }
 }
 
-/// A callback URL given to [`Invoker::new`] that is not an absolute `http`/`https` URL.
+/// A callback URL given to [`Invoker::new`] that is not an absolute `http`/`https` URL
+/// without a fragment, or is too long.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not an absolute http or https callback URL")]
+#[error(
+    "`{0}` is not an absolute http or https callback URL without a fragment, of at most 2015 bytes"
+)]
 pub struct InvalidCallbackUrl(pub String);
 
 impl Invoker {
-    /// An invoker whose tool servers post results to `callback_url` (serve
-    /// [`callback_router`](Self::callback_router) there), tracking calls with `tracker` (give
-    /// it a [`Notifier`](super::Notifier), or cancellations reach no tool server).
+    /// An invoker whose tool servers post results under `callback_url` (serve
+    /// [`callback_router`](Self::callback_router) there: each call's URL is `callback_url`
+    /// plus `/{secret}`), tracking calls with `tracker` (give it a
+    /// [`Notifier`](super::Notifier), or cancellations reach no tool server).
     pub fn new(
         tracker: Arc<CallTracker>,
         callback_url: impl Into<String>,
@@ -191,7 +212,8 @@ impl Invoker {
         &self.inner.tracker
     }
 
-    /// The URL tool servers post results to.
+    /// The URL under which tool servers post results: each call's callback URL is this plus
+    /// one path segment, the call's secret.
     pub fn callback_url(&self) -> &str {
         &self.inner.callback_url
     }
@@ -199,52 +221,6 @@ impl Invoker {
     /// How many calls are waiting for their results.
     pub fn pending(&self) -> usize {
         lock(&self.inner.waiting).len()
-    }
-
-    /// `POST {path of the callback URL}`: receives `tool_result`s and hands them to
-    /// [`deliver`](Self::deliver). Always answers an empty 200 to a JSON body, so a tool server
-    /// learns nothing about the call; serve it on the callback URL's origin.
-    pub fn callback_router(&self) -> axum::Router {
-        let invoker = self.clone();
-        axum::Router::new().route(
-            &self.inner.callback_path,
-            axum::routing::post(move |axum::Json(result): axum::Json<Value>| {
-                let invoker = invoker.clone();
-                async move {
-                    invoker.deliver(result);
-                    StatusCode::OK.into_response()
-                }
-            }),
-        )
-    }
-
-    /// Accepts a `tool_result` a tool server posted (for runtimes that receive results on a
-    /// route of their own): the waiting call gets it, unless the tracker drops it because the
-    /// call was cancelled, already answered, or is unknown.
-    pub fn deliver(&self, result: Value) -> Delivered {
-        let Ok(parsed) = serde_json::from_value::<ToolResult>(result.clone()) else {
-            tracing::warn!("ignored a callback that is not a tool_result");
-            return Delivered::Malformed;
-        };
-        if !valid_id(&parsed.group_id) || !valid_id(&parsed.id) {
-            tracing::warn!("ignored a tool_result with invalid ids");
-            return Delivered::Malformed;
-        }
-        let key = (parsed.group_id.clone(), parsed.id.clone());
-        // Only calls waiting here are looked up in the tracker, so a tracker shared with other
-        // code keeps its records of calls this invoker did not make.
-        let Some(waiting) = lock(&self.inner.waiting).remove(&key) else {
-            tracing::info!(thread_id = %key.0, tool_call_id = %key.1, "dropped a tool_result for a call that is not waiting (cancelled, answered, or unknown)");
-            return Delivered::Dropped;
-        };
-        if self.inner.tracker.deliver(result).is_none() {
-            return Delivered::Dropped;
-        }
-        match waiting.send(parsed) {
-            Ok(()) => Delivered::Accepted,
-            // The caller stopped waiting at this very moment; the tool had finished.
-            Err(_) => Delivered::Dropped,
-        }
     }
 
     /// Invokes `invocation` on `server` (`POST {base_url}/invoke`, with the server's bearer
@@ -353,7 +329,7 @@ impl Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         if self.armed {
-            tracing::info!(thread_id = %self.key.0, tool_call_id = %self.key.1, "a tool call's result is no longer awaited; cancelling it");
+            tracing::info!(thread_id = ?shown(&self.key.0), tool_call_id = ?shown(&self.key.1), "a tool call's result is no longer awaited; cancelling it");
             self.cancel();
         }
     }
@@ -397,6 +373,7 @@ async fn run(
             interrupted: interrupted(&key),
         });
     }
+    let secret = Secret::new(inner.random).ok_or(InvokeError::NoSecret)?;
     let (tx, mut rx) = oneshot::channel();
     {
         let mut waiting = lock(&inner.waiting);
@@ -417,7 +394,7 @@ async fn run(
             });
         }
         inner.tracker.start(&key.0, &key.1)?;
-        waiting.insert(key.clone(), tx);
+        waiting.insert(key.clone(), Waiting { secret, tx });
     }
     let mut call = Registered {
         inner: Arc::clone(&inner),
@@ -433,7 +410,7 @@ async fn run(
     let body = ToolInvocation {
         arguments: invocation.arguments,
         call_id: invocation.call_id,
-        callback_url: inner.callback_url.clone(),
+        callback_url: secret.url(&inner.callback_base),
         group_id: invocation.thread_id,
         id: invocation.tool_call_id,
         operation: invocation.operation,
