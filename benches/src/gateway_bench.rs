@@ -15,12 +15,26 @@
 //!    the run registry and its Redis records, the extra hop);
 //! 4. memory, measured once: the gateway's resident set with 2,000 idle keep-alive connections
 //!    open against before (per connection), then with a slow call in flight on each of them
-//!    (per run, on top of its connection); the upstream's own memory is not counted.
+//!    (per run, on top of its connection); the upstream's own memory is not counted;
+//! 5. lookups against retained runs (`lookups`): on a fresh worker alone, then on one with a
+//!    `redis-server` of its own, the round trips of `GET /cancellation/status/{bare id}` of a
+//!    live slow run, `GET /cancellation/status/{run id}` of a retained run and
+//!    `POST /cancellation/cancel` of a live slow run by its run id, interleaved sample by
+//!    sample, with (almost) no finished run retained and again once echo calls of 10 users
+//!    have filled it to 100,000; the resident set before and after that fill (bytes per
+//!    retained run; with Redis, also `redis-server`'s `used_memory`);
+//! 6. idle connections at the cap (`capped`): a worker with `max_connections = 2000`, 2,000
+//!    idle keep-alive connections (bytes per connection), 100 more at once (what became of
+//!    each), `/health` on a fresh connection at the cap.
 //!
 //! Prints the tables and saves `target/bench/gateway.json` and the cancel-latency plot.
 
+mod capped;
+mod lookups;
 mod measure;
 mod summary;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 pub use measure::unix_us;
@@ -148,7 +162,29 @@ pub fn run() {
 
         println!("memory: {IN_FLIGHT_RUNS} slow calls in flight on a fresh worker");
         let memory = memory_per_run(&token).await;
-        summary::build(&cancels, &throughput, &memory).finish();
+
+        let mut scale = Vec::new();
+        for with_redis in [false, true] {
+            println!(
+                "lookups: {} rounds of {} samples at ~0 and at {} retained runs, {}",
+                lookups::LOOKUP_ROUNDS,
+                lookups::LOOKUPS_PER_ROUND,
+                lookups::RETAINED,
+                if with_redis {
+                    "a worker with Redis"
+                } else {
+                    "one worker alone"
+                }
+            );
+            scale.push(lookups::lookups(&token, with_redis).await);
+        }
+        println!(
+            "connections: {} idle at the cap, {} more beyond it",
+            capped::CAP,
+            capped::BEYOND
+        );
+        let at_cap = capped::idle_at_cap(&token).await;
+        summary::build(&cancels, &throughput, &memory, &scale, &at_cap).finish();
         drop((a, b));
     });
 }

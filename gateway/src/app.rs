@@ -1,5 +1,6 @@
 //! The gateway assembled: state, routes, layers, serving and draining.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -21,6 +22,7 @@ use crate::front::{self, api, mcp, rpc};
 use crate::listen;
 use crate::runs::record::CancelSource;
 use crate::runs::{self, Runs};
+use crate::shares::Share;
 use crate::upstream::Upstreams;
 
 /// The gateway's state, shared by every handler.
@@ -34,6 +36,9 @@ pub struct App {
     pub runs: Option<Arc<Runs>>,
     /// The upstream servers.
     pub upstreams: Upstreams,
+    /// The bounds on calls in flight, with each user's share: they hold whether runs are
+    /// tracked or not.
+    pub shares: Shares,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     draining: AtomicBool,
@@ -42,15 +47,10 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the state for `config`, whose JWT secret must be set. Starts the upstreams and,
-    /// with a Redis URL, the link to the other workers.
-    pub fn new(config: Config) -> Arc<App> {
-        let secret = config
-            .auth
-            .jwt_secret
-            .clone()
-            .expect("App::new needs the JWT secret resolved");
-        let verifier = Verifier::new(&secret, config.auth.permissions.clone());
+    /// Builds the state for `config`, checking tokens with `verifier` (see
+    /// [`Verifier::from_config`]). Starts the upstreams and, with a Redis URL, the link to the
+    /// other workers.
+    pub fn new(config: Config, verifier: Verifier) -> Arc<App> {
         let runs = config.cancellation.enabled.then(|| {
             let settings = runs::Settings {
                 worker: config.worker_id.clone(),
@@ -59,6 +59,8 @@ impl App {
                 max_runs: config.limits.max_runs,
                 max_retained: config.limits.max_retained,
                 max_tombstones: config.limits.max_tombstones,
+                max_retained_per_user: config.limits.max_retained_per_user,
+                max_tombstones_per_user: config.limits.max_tombstones_per_user,
             };
             let cluster = config
                 .redis_url
@@ -67,10 +69,7 @@ impl App {
                     url: url.clone(),
                     worker: config.worker_id.clone(),
                     retention: config.cancellation.status_retention,
-                    run_ttl: config
-                        .cancellation
-                        .tool_timeout
-                        .unwrap_or(Duration::from_secs(24 * 3600)),
+                    heartbeat_ttl: crate::cluster::DEFAULT_HEARTBEAT_TTL,
                     tombstone_ttl: config.cancellation.tombstone_ttl,
                     ack_timeout: Duration::from_secs(2),
                     lookup_timeout: Duration::from_millis(500),
@@ -79,10 +78,12 @@ impl App {
             Runs::new(settings, cluster)
         });
         let upstreams = Upstreams::start(&config);
+        let shares = Shares::new(&config);
         Arc::new(App {
             verifier,
             runs,
             upstreams,
+            shares,
             metrics: metrics_handle(),
             draining: AtomicBool::new(false),
             stopping: CancellationToken::new(),
@@ -198,6 +199,12 @@ impl App {
     pub async fn drain(&self) {
         self.draining.store(true, Ordering::Relaxed);
         let Some(runs) = &self.runs else {
+            // Nothing is tracked, but calls in flight still hold their slots: they get the
+            // grace to finish, as tracked runs do.
+            let deadline = tokio::time::Instant::now() + self.config.drain_grace;
+            while self.shares.calls.held().0 > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             self.stopping.cancel();
             return;
         };
@@ -215,6 +222,43 @@ impl App {
             }
         }
         self.stopping.cancel();
+    }
+}
+
+/// The bounds on calls in flight that every user draws from, each with a per-user share.
+#[derive(Debug)]
+pub struct Shares {
+    /// Tool calls in flight on this worker (`limits.max_runs`, `limits.max_runs_per_user`).
+    pub calls: Arc<Share>,
+    /// Calls in flight to each upstream, by its name (`limits.max_upstream_calls`,
+    /// `limits.max_upstream_calls_per_user`).
+    pub upstreams: HashMap<String, Arc<Share>>,
+}
+
+impl Shares {
+    fn new(config: &Config) -> Shares {
+        let limits = &config.limits;
+        Shares {
+            calls: Share::new(
+                "limits.max_runs",
+                limits.max_runs,
+                "limits.max_runs_per_user",
+                limits.max_runs_per_user,
+            ),
+            upstreams: config
+                .upstreams
+                .iter()
+                .map(|u| {
+                    let share = Share::new(
+                        "limits.max_upstream_calls",
+                        limits.max_upstream_calls,
+                        "limits.max_upstream_calls_per_user",
+                        limits.max_upstream_calls_per_user,
+                    );
+                    (u.name.clone(), share)
+                })
+                .collect(),
+        }
     }
 }
 
@@ -289,6 +333,39 @@ fn describe() {
         metrics::counter!("cancelkit_gateway_cancels_total", "source" => source).increment(0);
     }
     metrics::counter!("cancelkit_gateway_runs_started_total").increment(0);
+    metrics::describe_counter!(
+        crate::shares::METRIC_REFUSED,
+        "requests refused at a limit, by limit (the configuration key) and scope (user: the \
+         caller's share; global: the gateway's bound)"
+    );
+    metrics::describe_counter!(
+        runs::METRIC_FORGOTTEN,
+        "finished statuses forgotten before their retention, by the limit that pushed them out"
+    );
+    metrics::describe_counter!(
+        front::METRIC_NO_PERMISSION,
+        "requests whose valid token grants no permission on the gateway (refused, 403)"
+    );
+    metrics::counter!(front::METRIC_NO_PERMISSION).increment(0);
+    metrics::describe_counter!(
+        crate::cluster::METRIC_DROPPED,
+        "records and acks dropped from the Redis queue to make room (written again by the \
+         resync; a cancel is never dropped), by kind"
+    );
+    metrics::describe_counter!(
+        crate::cluster::METRIC_REFUSED,
+        "cancels refused because their share of the Redis queue was full (the caller got \
+         429 or 503, never queued), by kind"
+    );
+    metrics::describe_gauge!(crate::cluster::METRIC_PENDING, "writes waiting for Redis");
+    metrics::describe_gauge!(
+        crate::cluster::METRIC_PENDING_CANCELS,
+        "cancels and tombstones waiting for Redis"
+    );
+    metrics::describe_counter!(
+        crate::cluster::METRIC_WAITERS_FULL,
+        "remote cancels that did not wait for their ack because too many already did"
+    );
 }
 
 /// `listener` with Nagle's algorithm off on every accepted connection.

@@ -19,6 +19,7 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::runs::record::{CancelSource, RunKey, RunState};
 use crate::runs::{RegisterError, Run, Runs};
+use crate::shares::{Refused, Slot};
 use crate::upstream::{PROGRESS_BUFFER, ToolCall, Upstream};
 
 /// The key of `_meta` under which a result names its run.
@@ -163,12 +164,15 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
             ));
         }
     };
-    let Some((upstream, tool)) = app.upstreams.resolve(name) else {
-        return Err(error_response(
-            &id,
-            JsonRpcError::invalid_params(format!("Unknown tool: {name}")),
-            None,
-        ));
+    // Only a tool its upstream listed (names over the length bound refused first).
+    let (upstream, tool) = match app.upstreams.admit(name).await {
+        Ok(found) => found,
+        Err(error) => return Err(error_response(&id, error, None)),
+    };
+    // The bounds on calls in flight hold whether runs are tracked or not.
+    let slots = match take_slots(app, &caller, upstream.name()) {
+        Ok(slots) => slots,
+        Err(response) => return Err(error_response(&id, response, None)),
     };
     let progress = progress.and_then(|sink| {
         let token = params.get("_meta")?.get("progressToken")?.clone();
@@ -219,6 +223,9 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
     };
     let task = tokio::spawn(async move {
         let outcome = job.run(run).await;
+        // The slots go back before the answer does: a caller that starts its next call on
+        // reading this one's answer finds its share free.
+        drop(slots);
         let _ = tx.send(outcome);
     });
     Ok(Call {
@@ -230,6 +237,41 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
         on_drop: None,
         done: false,
     })
+}
+
+/// A slot of the worker's calls and one of the upstream's, for `caller`; or the -32050 error
+/// naming the limit that refused it.
+fn take_slots(app: &App, caller: &Caller, upstream: &str) -> Result<[Slot; 2], JsonRpcError> {
+    let refused = |refused: Refused, what: &str| {
+        let text = match &refused {
+            Refused::User { key, limit } => format!(
+                "Server overloaded: you have {limit} {what} in flight, your share ({key}); \
+                 retry when one ends"
+            ),
+            Refused::Global { key, limit } => format!(
+                "Server overloaded: {limit} {what} are in flight, the gateway's bound ({key}); \
+                 retry later"
+            ),
+        };
+        JsonRpcError::new(
+            cancelkit::protocol::jsonrpc::ErrorCode::from(OVERLOADED),
+            text,
+        )
+    };
+    let call = app
+        .shares
+        .calls
+        .take(&caller.sub)
+        .map_err(|r| refused(r, "tool calls"))?;
+    let Some(share) = app.shares.upstreams.get(upstream) else {
+        return Err(JsonRpcError::internal(format!(
+            "upstream `{upstream}` has no bound of calls"
+        )));
+    };
+    let to_upstream = share
+        .take(&caller.sub)
+        .map_err(|r| refused(r, &format!("calls to upstream `{upstream}`")))?;
+    Ok([call, to_upstream])
 }
 
 struct Job {
@@ -294,6 +336,10 @@ impl Job {
                 }
             }
         };
+        // The answer stands only if no cancel came first: whichever takes the registry's lock
+        // first wins, so a cancel answered `cancelled` is never followed by the result, and a
+        // status never says `cancelled` for a run whose client got its result.
+        let result = result.filter(|_| run.as_ref().is_none_or(Run::settle));
         let run_id = run.as_ref().map(|r| r.id().to_owned());
         match result {
             Some(result) => {

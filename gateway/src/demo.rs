@@ -10,6 +10,12 @@
 //! ```
 //!
 //! (`unix_us`: the wall-clock time of the stop, which `cargo xtask bench gateway` reads.)
+//!
+//! It also answers a tool it does not list, `env`: the names (not the values) of its
+//! environment variables, one a line, so a test can see what a stdio upstream inherits. Each
+//! call logs `demo-upstream: tools/call env` on stderr, so a test can also see that a call
+//! for a tool the upstream never listed did not reach it (the gateway refuses unlisted tools
+//! unless the upstream has `allow_unlisted_tools`).
 
 use std::time::{Duration, Instant};
 
@@ -49,7 +55,7 @@ async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
     }))
 }
 
-/// The demo's tools, as `tools/list` gives them.
+/// The demo's tools, as `tools/list` gives them (`env` is answered but not listed).
 pub fn tools() -> Value {
     json!([
         {
@@ -97,6 +103,14 @@ async fn call_tool(params: CallTool, cx: Context) -> Result<Value, JsonRpcError>
                 "sleep needs `seconds` between 0 and 3600",
             )),
         },
+        "env" => {
+            log_line(&format!("{LOG_PREFIX} tools/call env"));
+            let mut names: Vec<String> = std::env::vars_os()
+                .map(|(name, _)| name.to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            Ok(text(names.join("\n")))
+        }
         other => Err(JsonRpcError::invalid_params(format!(
             "no tool named `{other}`"
         ))),

@@ -17,6 +17,7 @@ pub mod demo;
 pub mod front;
 pub mod listen;
 pub mod runs;
+pub mod shares;
 pub mod upstream;
 
 pub use app::App;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::http::{
-    SLEEP_CANCELLED, WAIT, assert_cancelled, cancel, cancel_at, echo_call, eventually, join,
-    metric, rpc, run_id_of, sleep_call, spawn_rpc, status, status_at, until_stderr,
+    SLEEP_CANCELLED, WAIT, assert_cancelled, cancel, cancel_at, cancel_with, echo_call, eventually,
+    join, metric, rpc, run_id_of, sleep_call, spawn_rpc, status, status_at, until_stderr,
     until_stderr_count,
 };
 use support::{Gateway, Options, SECRET, client, config, token, token_with};
@@ -147,8 +147,17 @@ async fn unknown_ids_are_404_for_an_admin_and_403_for_anyone_else() {
     let missing_run = status(&gateway, "admin", "run-0123456789abcdef0123456789abcdef").await;
     assert_eq!(missing_run.status, 404);
     assert_eq!(missing_run.body, json!({"detail": "Run not found"}));
-    // An admin's cancel of an unknown id waits for the run: queued.
-    let queued = cancel(&gateway, "admin", "no-such-run", Some("r")).await;
+    // An admin's cancel of an unknown bare id waits for the run of the user it names:
+    // queued; without a user it is refused (it would cancel the next run so named of anyone).
+    let unscoped = cancel(&gateway, "admin", "no-such-run", Some("r")).await;
+    assert_eq!(unscoped.status, 404, "{}", unscoped.text);
+    assert!(unscoped.detail().contains("\"user\""), "{}", unscoped.text);
+    let queued = cancel_with(
+        &gateway,
+        "admin",
+        json!({"requestId": "no-such-run", "reason": "r", "user": "alice"}),
+    )
+    .await;
     assert_eq!(
         queued.body,
         json!({"status": "queued", "requestId": "no-such-run", "reason": "r"})
@@ -362,18 +371,18 @@ async fn tokens_that_do_not_check_out_get_401_and_no_permission_gets_403() {
         }
     }
 
-    // carol has a valid token but no permission at all.
+    // nobody has a valid token but no permission at all.
     let call = rpc(&gateway, "alice", &echo_call(json!(1), "x")).await;
     let run_id = call.run_id.unwrap();
     for id in [run_id.as_str(), "1", "nothing"] {
-        assert_eq!(status(&gateway, "carol", id).await.status, 403, "{id}");
+        assert_eq!(status(&gateway, "nobody", id).await.status, 403, "{id}");
         assert_eq!(
-            cancel(&gateway, "carol", id, None).await.status,
+            cancel(&gateway, "nobody", id, None).await.status,
             403,
             "{id}"
         );
     }
-    let denied = rpc(&gateway, "carol", &echo_call(json!(2), "x")).await;
+    let denied = rpc(&gateway, "nobody", &echo_call(json!(2), "x")).await;
     assert_eq!(denied.status, 403, "{}", denied.text);
 }
 

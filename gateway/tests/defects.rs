@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::http::{
-    SLEEP_CANCELLED, WAIT, assert_cancelled, cancel, cancelled_upstream_ids, echo_call, join,
-    mcp_post, mcp_session, metric, rpc, run_id_of, sleep_call, spawn_mcp, spawn_rpc, stamped,
-    started_upstream_ids, status, until_stderr, until_stderr_count,
+    SLEEP_CANCELLED, WAIT, assert_cancelled, cancel, cancel_with, cancelled_upstream_ids,
+    echo_call, join, mcp_post, mcp_session, metric, rpc, run_id_of, sleep_call, spawn_mcp,
+    spawn_rpc, stamped, started_upstream_ids, status, until_stderr, until_stderr_count,
 };
 use support::{Gateway, Options, config};
 
@@ -132,7 +132,12 @@ async fn the_integer_1_and_the_string_1_are_two_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_that_arrives_first_cancels_the_run_when_it_registers() {
     let gateway = Gateway::start();
-    let early = cancel(&gateway, "admin", "42", Some("before you start")).await;
+    let early = cancel_with(
+        &gateway,
+        "admin",
+        json!({"requestId": "42", "reason": "before you start", "user": "alice"}),
+    )
+    .await;
     assert_eq!(
         early.body,
         json!({"status": "queued", "requestId": "42", "reason": "before you start"})
@@ -192,7 +197,12 @@ async fn a_cancel_that_arrives_first_expires_after_its_ttl() {
         config: config("[cancellation]\ntombstone_ttl = \"1s\"\n"),
         ..Options::default()
     });
-    let early = cancel(&gateway, "admin", "43", None).await;
+    let early = cancel_with(
+        &gateway,
+        "admin",
+        json!({"requestId": "43", "user": "alice"}),
+    )
+    .await;
     assert_eq!(early.body["status"], "queued", "{}", early.text);
     let left = Instant::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -210,7 +220,13 @@ async fn a_cancel_that_arrives_first_expires_after_its_ttl() {
     );
     // Within its ttl it does apply (the same gateway, another id).
     assert_eq!(
-        cancel(&gateway, "admin", "44", None).await.body["status"],
+        cancel_with(
+            &gateway,
+            "admin",
+            json!({"requestId": "44", "user": "alice"})
+        )
+        .await
+        .body["status"],
         "queued"
     );
     let reply = rpc(&gateway, "alice", &echo_call(json!(44), "x")).await;

@@ -2,7 +2,8 @@
 //! another, status and authorization are the same on every worker, Redis dying never blocks
 //! local cancellation or produces a 5xx, and after it comes back (empty) cross-worker cancels
 //! work again and nothing recorded before is lost. Plus the ContextForge defect: a worker that
-//! was cut off when a cancel went out still applies it.
+//! was cut off when a cancel went out still applies it; a killed worker's runs read `lost`;
+//! and a cancel beyond its share of the queue waiting for Redis is refused, never `queued`.
 
 mod support;
 
@@ -47,6 +48,24 @@ async fn cancel(gateway: &Gateway, user: &str, request_id: &str) -> (StatusCode,
         .post(gateway.url("/cancellation/cancel"))
         .bearer_auth(token(user))
         .json(&json!({"requestId": request_id, "reason": format!("by {user}")}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// An admin's cancel that names whose run it is (`user`).
+async fn cancel_for(
+    gateway: &Gateway,
+    admin: &str,
+    request_id: &str,
+    user: &str,
+) -> (StatusCode, Value) {
+    let response = client()
+        .post(gateway.url("/cancellation/cancel"))
+        .bearer_auth(token(admin))
+        .json(&json!({"requestId": request_id, "reason": format!("by {admin}"), "user": user}))
         .send()
         .await
         .unwrap();
@@ -198,7 +217,8 @@ async fn three_workers_share_cancels_status_and_authorization_and_survive_redis_
     );
     wait_stops(&a, 2).await;
     assert_eq!(local.await.unwrap().1["error"]["code"], -32800);
-    let (code, body) = cancel(&b, "admin", "8").await;
+    // A bare id that names no run B can see now: the admin says whose run it waits for.
+    let (code, body) = cancel_for(&b, "admin", "8", "alice").await;
     assert_eq!(
         (code.as_u16(), body["status"].as_str()),
         (200, Some("queued")),
@@ -297,4 +317,130 @@ async fn a_worker_cut_off_when_the_cancel_went_out_applies_it_after_reconnecting
     let (_, answer) = call.await.unwrap();
     assert_eq!(answer["error"]["code"], -32800, "{answer}");
     assert_eq!(answer["error"]["data"]["requestId"], "job-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_runs_read_lost_and_their_cancels_are_not_answered_cancelled() {
+    let redis = RedisServer::start();
+    let mut a = worker("a", &redis);
+    let b = worker("b", &redis);
+    wait_redis(&a, "connected").await;
+    wait_redis(&b, "connected").await;
+    // Its answer never comes: the connection dies with the worker (while the call runs, the
+    // client stays, so the run is not cancelled by a disconnect first).
+    let request = client()
+        .post(a.url("/rpc"))
+        .bearer_auth(token("alice"))
+        .json(&tools_call(
+            json!("doomed"),
+            "demo-sleep",
+            json!({"seconds": 60}),
+        ));
+    tokio::spawn(async move { request.send().await.is_err() });
+    wait_running(&a, 1).await;
+    let (code, body) = status(&b, "alice", "doomed").await;
+    assert_eq!(
+        (code.as_u16(), body["state"].as_str()),
+        (200, Some("running"))
+    );
+    let run_id = body["run_id"].as_str().unwrap().to_owned();
+    // No tool timeout: the running record lives a lease (heartbeat ttl + retention), not a day.
+    let raw = redis::Client::open(redis.url()).unwrap();
+    let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(format!("cancelkit:run:{run_id}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        ttl > 0 && ttl <= (15 + 300) * 1000,
+        "the running record's ttl: {ttl} ms"
+    );
+
+    a.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let (code, body) = status(&b, "alice", "doomed").await;
+        assert_eq!(code, 200, "{body}");
+        if body["state"] == "lost" {
+            break body;
+        }
+        assert_eq!(body["state"], "running", "{body}");
+        assert!(Instant::now() < deadline, "never lost: {body}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(body["cancelled"], false, "{body}");
+    let reason = body["state_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("worker a stopped answering"), "{body}");
+    let started = Instant::now();
+    let (code, body) = cancel(&b, "admin", &run_id).await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("queued")),
+        "a lost run is not reported cancelled: {body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "no ack is awaited from a worker that is gone: {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_beyond_its_share_of_the_redis_queue_is_refused_not_queued() {
+    let mut redis = RedisServer::start();
+    // A queue of 8 writes (max_runs + max_retained): a user's share is one cancel.
+    let b = Gateway::with(Options {
+        config: config("[limits]\nmax_runs = 2\nmax_retained = 6\n"),
+        env: vec![("REDIS_URL", redis.url())],
+        worker: Some("b"),
+        ..Options::default()
+    });
+    wait_redis(&b, "connected").await;
+    redis.kill();
+    wait_redis(&b, "disconnected").await;
+
+    let (code, body) = cancel(&b, "alice", "elsewhere-1").await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("queued")),
+        "{body}"
+    );
+    let (code, body) = cancel(&b, "alice", "elsewhere-2").await;
+    assert_eq!(code, 429, "alice's share is full: {body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("redis queue"), "{body}");
+    // Others still get in.
+    let (code, body) = cancel(&b, "bob", "elsewhere-3").await;
+    assert_eq!(
+        (code.as_u16(), body["status"].as_str()),
+        (200, Some("queued"))
+    );
+    let metrics = support::metrics(&b).await;
+    assert!(
+        metrics.contains("cancelkit_gateway_redis_refused_total{kind=\"tombstone\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("cancelkit_gateway_redis_pending_cancels 2"),
+        "{metrics}"
+    );
+
+    // What was queued is delivered once Redis is back.
+    redis.restart();
+    wait_redis(&b, "connected").await;
+    let raw = redis::Client::open(redis.url()).unwrap();
+    let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+    let stored: Vec<String> = redis::cmd("ZRANGE")
+        .arg("cancelkit:tombstones")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.len(),
+        2,
+        "both queued cancels reached redis: {stored:?}"
+    );
 }

@@ -101,7 +101,7 @@ async fn an_https_upstream_is_reached_when_tls_ca_file_trusts_it() {
     );
 
     // The same upstream without the CA: the certificate is refused (unknown issuer), and the
-    // caller is told the upstream is unavailable.
+    // caller is told the upstream is unavailable; why is in the gateway's log only.
     let untrusting = format!(
         "\n[[upstream]]\nname = \"secure\"\nurl = \"{}\"\n",
         upstream.url
@@ -113,7 +113,8 @@ async fn an_https_upstream_is_reached_when_tls_ca_file_trusts_it() {
     });
     let answer = call_echo(&gateway).await;
     let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("UnknownIssuer"), "{answer:#}");
+    assert_eq!(message, "upstream `secure` is unavailable", "{answer:#}");
+    gateway.wait_for_stderr("UnknownIssuer", std::time::Duration::from_secs(5));
 }
 
 async fn call_echo(gateway: &Gateway) -> Value {

@@ -26,6 +26,19 @@ pub fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
 }
 
+/// The sum of every series of the Prometheus metric `name` in `text` (0 when it has none).
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            if !rest.starts_with(['{', ' ']) {
+                return None;
+            }
+            line.rsplit(' ').next()?.parse::<f64>().ok()
+        })
+        .sum()
+}
+
 /// One cancel: a slow call on `runs_on`, the API cancel sent to `cancel_via`; returns the
 /// microseconds from sending the cancel to the upstream's stop.
 pub async fn one_cancel(

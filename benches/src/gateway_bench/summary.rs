@@ -1,9 +1,13 @@
 //! The gateway benchmark's report: tables, targets, the cancel-latency plot and the raw data.
 
+mod scale;
+
 use serde_json::json;
 
 use crate::report::{Cdf, Report, Spread, Table, number, ratio};
 
+use super::capped::{AtCap, BEYOND, CAP};
+use super::lookups::{FILL_USERS, LOOKUP_ROUNDS, LOOKUPS_PER_ROUND, Lookups, RETAINED};
 use super::measure::Memory;
 use super::{
     CANCEL_ROUNDS, CANCELS_PER_ROUND, Cancels, IN_FLIGHT_RUNS, THROUGHPUT_CALLS, THROUGHPUT_ROUNDS,
@@ -35,7 +39,13 @@ pub fn per_round(rounds: &[Vec<f64>], q: f64) -> Spread {
 }
 
 /// The gateway report from the measurements.
-pub fn build(cancels: &Cancels, throughput: &Throughput, memory: &Memory) -> Report {
+pub fn build(
+    cancels: &Cancels,
+    throughput: &Throughput,
+    memory: &Memory,
+    lookups: &[Lookups],
+    at_cap: &AtCap,
+) -> Report {
     let mut report = Report::new(
         "gateway",
         format!(
@@ -51,9 +61,19 @@ pub fn build(cancels: &Cancels, throughput: &Throughput, memory: &Memory) -> Rep
              through `/rpc` of the worker with Redis, of a worker alone, and straight to a demo \
              upstream over stdio with the cancelkit `Peer`, the three interleaved round by round \
              with the order rotated, each warmed first with {WARM_UP_CALLS} un-measured calls. \
-             Figures are the median (min–max) of the rounds; ratios are taken on the medians. \
-             Memory is one measurement on a fresh worker.",
-            number(THROUGHPUT_CALLS as f64, 0)
+             Lookups: on a fresh worker alone, then on one with a `redis-server` of its own, \
+             {LOOKUP_ROUNDS} rounds of {LOOKUPS_PER_ROUND} samples of three API requests \
+             (interleaved sample by sample) with almost no finished run retained, then again \
+             once echo calls of {FILL_USERS} users have filled it to {} retained runs. Connections: a worker with \
+             `max_connections = {CAP}`, that many idle keep-alive connections, and {BEYOND} \
+             more beyond the cap. Figures are the median (min–max) of the rounds; ratios are \
+             taken on the medians. Memory is one measurement on a fresh worker. The workers' \
+             configs raise `max_runs`, `max_runs_per_user`, `max_upstream_calls` and \
+             `max_upstream_calls_per_user` to 20,000 and `max_connections_per_ip` to 4,096 (the \
+             bench is one user on 127.0.0.1) and grant `admin` `admin.system_config` and \
+             `tools.execute`; every other setting is the default unless a table says otherwise.",
+            number(THROUGHPUT_CALLS as f64, 0),
+            number(RETAINED as f64, 0)
         ),
     );
 
@@ -158,6 +178,8 @@ pub fn build(cancels: &Cancels, throughput: &Throughput, memory: &Memory) -> Rep
     table.note("The upstream's own memory is not counted.");
     report.tables.push(table);
 
+    let scale = scale::add(&mut report, lookups, at_cap);
+
     report.cdfs.push(Cdf {
         slug: "cancel".into(),
         title: "API cancel → upstream stopped: same worker, across workers, and the raw PUBLISH \
@@ -193,6 +215,8 @@ pub fn build(cancels: &Cancels, throughput: &Throughput, memory: &Memory) -> Rep
             "runs_in_flight": memory.rss[2],
             "count": IN_FLIGHT_RUNS,
         },
+        "lookups": scale["lookups"],
+        "idle_connections_at_cap": scale["idle_connections_at_cap"],
     });
     report
 }

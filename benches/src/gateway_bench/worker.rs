@@ -131,13 +131,67 @@ pub struct Worker {
     _dir: tempfile::TempDir,
 }
 
-/// The config of a worker with the demo upstream.
-const DEMO_CONFIG: &str = "listen = \"127.0.0.1:0\"\n[limits]\nmax_runs = 20000\n[[upstream]]\nname = \"demo\"\ncommand = \"@self\"\nargs = [\"demo-upstream\"]\n";
+/// The sections of a worker's config with the demo upstream, each with its lines. The bench runs
+/// thousands of calls as one user and opens 2,000 connections from 127.0.0.1, so the run bounds
+/// and the per-user shares are raised to 20,000 and the per-address connection cap to the
+/// gateway-wide one; the subject `admin` (the bench's token) is granted what an admin has.
+const DEMO_SECTIONS: [(&str, &str); 4] = [
+    ("cancellation", ""),
+    (
+        "limits",
+        "max_runs = 20000\nmax_runs_per_user = 20000\nmax_upstream_calls = 20000\n\
+         max_upstream_calls_per_user = 20000\n",
+    ),
+    ("connections", "max_connections_per_ip = 4096\n"),
+    (
+        "auth.permissions",
+        "admin = [\"admin.system_config\", \"tools.execute\"]\n",
+    ),
+];
+
+/// The demo upstream, last in every worker's config.
+const DEMO_UPSTREAM: &str =
+    "[[upstream]]\nname = \"demo\"\ncommand = \"@self\"\nargs = [\"demo-upstream\"]\n";
+
+/// A worker's config with the demo upstream: [`DEMO_SECTIONS`] with the lines of `extra` in
+/// the section each names (`("limits", "max_retained = 100000")`); a line whose key a section
+/// already sets replaces that line. Panics on a section that is not one of [`DEMO_SECTIONS`]
+/// (a mistake in the bench, not an input).
+pub fn demo_config(extra: &[(&str, &str)]) -> String {
+    for (section, _) in extra {
+        assert!(
+            DEMO_SECTIONS.iter().any(|(name, _)| name == section),
+            "the demo config has no [{section}] section"
+        );
+    }
+    let key = |line: &str| line.split('=').next().unwrap_or("").trim().to_owned();
+    let mut config = String::from("listen = \"127.0.0.1:0\"\n");
+    for (section, lines) in DEMO_SECTIONS {
+        let added: Vec<&str> = extra
+            .iter()
+            .filter(|(name, _)| *name == section)
+            .map(|(_, line)| *line)
+            .collect();
+        config.push_str(&format!("[{section}]\n"));
+        for line in lines.lines() {
+            if !added.iter().any(|a| key(a) == key(line)) {
+                config.push_str(line);
+                config.push('\n');
+            }
+        }
+        for line in added {
+            config.push_str(line);
+            config.push('\n');
+        }
+    }
+    config.push_str(DEMO_UPSTREAM);
+    config
+}
 
 impl Worker {
     /// Starts a worker named `name` with the demo upstream, on Redis at `redis` if given.
     pub fn start(name: &str, redis: Option<&str>) -> Worker {
-        Worker::start_with(name, DEMO_CONFIG, redis)
+        Worker::start_with(name, &demo_config(&[]), redis)
     }
 
     /// Starts a worker named `name` with the configuration file `config`, on Redis at `redis`

@@ -51,10 +51,18 @@ pub struct Target {
 /// What keeps a stack running (its processes): dropped at the end, which kills them.
 pub type Running = Box<dyn std::any::Any + Send>;
 
-/// The gateway's configuration with `url` as its one Streamable HTTP upstream, `up`.
+/// The gateway's configuration with `url` as its one Streamable HTTP upstream, `up`. Every
+/// client is the one subject `admin` on 127.0.0.1, so the run bounds and per-user shares are
+/// raised (the sessions' share to the gateway-wide bound) along with the per-address connection
+/// cap, and `admin` is granted what an admin has (no subject is one by name alone).
 fn gateway_config(url: &str) -> String {
     format!(
-        "listen = \"127.0.0.1:0\"\n[limits]\nmax_runs = 20000\n[[upstream]]\nname = \"up\"\nurl = \"{url}\"\n"
+        "listen = \"127.0.0.1:0\"\n\
+         [limits]\nmax_runs = 20000\nmax_runs_per_user = 20000\nmax_upstream_calls = 20000\n\
+         max_upstream_calls_per_user = 20000\nmax_sessions_per_user = 10000\n\
+         [connections]\nmax_connections_per_ip = 4096\n\
+         [auth.permissions]\nadmin = [\"admin.system_config\", \"tools.execute\"]\n\
+         [[upstream]]\nname = \"up\"\nurl = \"{url}\"\n"
     )
 }
 

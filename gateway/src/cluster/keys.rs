@@ -15,11 +15,14 @@ pub(super) const CHANNEL_CANCEL: &str = "cancellation:cancel";
 pub(super) const CHANNEL_CANCELLED: &str = "cancelkit:cancelled";
 /// A new tombstone, as JSON.
 pub(super) const CHANNEL_TOMBSTONE: &str = "cancelkit:tombstone";
+/// A tombstone was claimed: `{"id"}` (every worker drops its copy).
+pub(super) const CHANNEL_CLAIMED: &str = "cancelkit:claimed";
 
 /// Every key starts with this.
 pub(super) const PREFIX: &str = "cancelkit:";
-/// `SCAN MATCH` pattern of the tombstones.
-pub(super) const TOMBSTONE_PATTERN: &str = "cancelkit:tombstone:*";
+/// The index of the tombstones: a sorted set of their ids scored by when each expires (ms since
+/// the epoch), living as long as its longest-lived tombstone.
+pub(super) const TOMBSTONES: &str = "cancelkit:tombstones";
 
 /// `cancelkit:run:<run_id>`.
 pub(super) fn run(run_id: &str) -> String {
@@ -104,19 +107,39 @@ pub(super) fn tombstone(id: &str) -> String {
     format!("{PREFIX}tombstone:{id}")
 }
 
-/// How long a record lives: while running, the run's longest life plus the retention (it is
-/// rewritten when it finishes); once finished, the retention.
+/// `cancelkit:claimed:<id>`: who claimed tombstone `id` (`<worker>/<run id>`), so a claim
+/// retried after its answer was lost recognises itself.
+pub(super) fn claimed(id: &str) -> String {
+    format!("{PREFIX}claimed:{id}")
+}
+
+/// `cancelkit:worker:<worker id>`: the worker's heartbeat ([`Heartbeat`]), gone when the
+/// worker stops refreshing it.
+pub(super) fn worker(id: &str) -> String {
+    format!("{PREFIX}worker:{id}")
+}
+
+/// How long a record lives: while running, a lease of the heartbeat ttl plus the retention,
+/// renewed by its worker's link (so a run whose worker died reads `lost` for about the
+/// retention, then goes); once finished, the retention.
 pub(super) fn record_ttl(settings: &Settings, record: &RunRecord) -> Duration {
     match record.state {
-        RunState::Running => index_ttl(settings),
+        RunState::Running | RunState::Lost => lease(settings),
         _ => settings.retention,
     }
 }
 
-/// How long a bare-id index set lives after its last write: as long as the longest-lived record
-/// it can name.
-pub(super) fn index_ttl(settings: &Settings) -> Duration {
-    settings.run_ttl.saturating_add(settings.retention)
+/// The lease of a running run's record: renewed every third of it.
+pub(super) fn lease(settings: &Settings) -> Duration {
+    settings.heartbeat_ttl.saturating_add(settings.retention)
+}
+
+/// How long a claim key lives: long enough for a claim retried after an outage to find it.
+pub(super) fn claim_ttl(settings: &Settings) -> Duration {
+    settings
+        .tombstone_ttl
+        .saturating_mul(2)
+        .saturating_add(Duration::from_secs(600))
 }
 
 /// How long a cancel marker waits for its run's worker.
@@ -154,7 +177,22 @@ pub(super) struct Marker {
     pub reason: Option<String>,
 }
 
-/// JSON of a payload whose fields are all strings: cannot fail.
+/// The payload on [`CHANNEL_CLAIMED`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct ClaimedMessage {
+    /// The tombstone's id.
+    pub id: String,
+}
+
+/// The value of a worker's heartbeat key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Heartbeat {
+    /// When the worker's process started, seconds since the Unix epoch (a run registered before
+    /// this was its predecessor's under the same worker id).
+    pub started_at: f64,
+}
+
+/// JSON of a payload of strings and numbers: cannot fail.
 pub(super) fn json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| String::from("{}"))
 }

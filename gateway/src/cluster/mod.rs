@@ -1,78 +1,133 @@
 //! Several workers sharing runs and cancels through Redis.
 //!
 //! What Redis holds (all keys under the prefix `cancelkit:`, every key with a TTL):
-//! - `cancelkit:run:<run_id>` → a [`RunRecord`] as JSON (TTL: while running, the tool timeout
-//!   plus the retention, refreshed on every write; once finished, the retention);
+//! - `cancelkit:run:<run_id>` → a [`RunRecord`] as JSON (TTL: while running, a lease of the
+//!   heartbeat ttl plus the retention, renewed by the link every third of it; once finished,
+//!   the retention);
 //! - `cancelkit:rid:<s|n>:<id>` → the run ids whose JSON-RPC id is that string (`s`) or
 //!   integer (`n`), so a bare id is found on every worker, and `cancelkit:urid:<owner in
-//!   hex>:<s|n>:<id>` → the same for one user's runs (a user's lookup reads only its own): sorted
-//!   sets scored by when each entry's record expires, every write dropping the expired entries,
-//!   so an index never outgrows the records it names (TTL: the longest a record lives,
-//!   refreshed on every write; an id whose record went early is pruned when a lookup meets
-//!   it); a lookup reads at most 1,000 entries of one index;
-//! - `cancelkit:cancel:<run_id>` → a cancel marker `{"reason": ...}` (TTL: the tombstone ttl),
-//!   so a worker that missed the pub/sub message still applies it;
-//! - `cancelkit:tombstone:<id>` → a [`Tombstone`] as JSON (TTL: until it expires).
+//!   hex>:<s|n>:<id>` → the same for one user's runs (a user's lookup reads only its own):
+//!   sorted sets scored by when each entry's record expires; every write drops the expired
+//!   entries and sets the set's TTL to its longest-lived entry's, so an index goes with the
+//!   records it names (an id whose record went early is pruned when a lookup meets it); a
+//!   lookup reads at most 1,000 entries of one index;
+//! - `cancelkit:cancel:<run_id>` → a cancel marker `{"reason": ...}` (TTL: the tombstone ttl
+//!   from when it is written), so a worker that missed the pub/sub message still applies it;
+//! - `cancelkit:tombstone:<id>` → a [`Tombstone`] as JSON (TTL: until it expires), indexed in
+//!   the sorted set `cancelkit:tombstones` (TTL: its longest-lived tombstone's);
+//!   `cancelkit:claimed:<id>` → who claimed it (`<worker>/<run id>`), so a claim retried after
+//!   its answer was lost recognises itself (TTL: twice the tombstone ttl plus 10 minutes);
+//! - `cancelkit:worker:<worker id>` → the worker's heartbeat `{"started_at": ...}` (TTL: the
+//!   heartbeat ttl, 15 s, refreshed every third of it while the link is up). A status read
+//!   that finds a running record whose worker has no heartbeat, or one that restarted since
+//!   the run registered, reports the run `lost` (`state_reason`: which worker stopped
+//!   answering); a cancel of it is stored and published as usual (the worker may come back)
+//!   and answered without waiting for an ack (`queued`, never `cancelled`).
 //!
 //! Channels: `cancellation:cancel` carries ContextForge's payload `{"run_id": ..., "reason":
 //! ...}` (with our run id); `cancelkit:cancelled` carries `{"run_id": ...}` when the owning
 //! worker has stopped the run (the ack a remote canceller waits for); `cancelkit:tombstone`
-//! carries a [`Tombstone`].
+//! carries a [`Tombstone`]; `cancelkit:claimed` carries `{"id": ...}` when a tombstone was
+//! claimed (every worker drops its copy).
+//!
+//! A tombstone stops at most one run: a worker where a matching run registers claims it with
+//! one atomic script (delete the tombstone, record the claimant). A tombstone that never
+//! reached Redis is claimed locally (no other worker saw it). When Redis is away or does not
+//! answer, the claim fails closed: the run is not cancelled now, and the claim is queued and
+//! made after the reconnect (then the run is cancelled if it won).
 //!
 //! How it holds up when Redis does not:
 //! - Commands go through redis-rs's `ConnectionManager`, which reconnects by itself; pub/sub has
 //!   its own connection, which a background task (the *link*) re-establishes with backoff (100 ms
-//!   doubling to 5 s) and checks with a `PING` every few seconds.
+//!   doubling to 5 s; back to 100 ms after an attempt that made progress) and checks with a
+//!   `PING` every few seconds.
 //! - Nothing local waits for Redis: [`Cluster::record`], [`Cluster::tombstone`] and
-//!   [`Cluster::ack`] queue the write (bounded, coalesced per key, oldest dropped at the bound)
-//!   and return; [`Cluster::find`], [`Cluster::cancel_remote`] and [`Cluster::claim_tombstone`]
-//!   are bounded by their timeouts and answer at once while the link is down.
-//! - Every time the link is (re)established, before it says it is connected, it writes this
-//!   worker's records again (and its tombstones, if Redis is a new server: restarted, likely
-//!   empty), flushes the queued writes, applies the cancel markers of its live runs, and reads
-//!   the tombstones stored meanwhile. Pub/sub is at most once; the keys make up for it.
+//!   [`Cluster::ack`] queue the write and return; [`Cluster::find`], [`Cluster::cancel_remote`]
+//!   and [`Cluster::claim_tombstone`] are bounded by their timeouts and answer at once while the
+//!   link is down.
+//! - The queue (`max_pending`) is coalesced per key and fair: a queued cancel (remote cancel,
+//!   tombstone, deferred claim) is never dropped, however long the outage (its expiry counts
+//!   from when it is written: a marker lives the tombstone ttl from then, a tombstone's expiry
+//!   moves by the time it waited). A new cancel beyond its share is refused ([`QueueFull`]):
+//!   one user holds at most an eighth of the queue, users together half, an admin's cancels
+//!   the rest. Records, acks and prunes make room for cancels, the oldest first (a dropped
+//!   record is written again by the resync).
+//! - Every time the link is (re)established, before it says it is connected, it resyncs: it
+//!   writes the heartbeat; to a new server (restarted, likely empty: its `run_id` in `INFO`
+//!   changed) this worker's cancels not acked yet (markers, published again) and the
+//!   tombstones it made that are still waiting; this worker's records, if the server is new or
+//!   records were dropped from the queue, in batches of 256 each within its own deadline,
+//!   resumed where it stopped if the link drops meanwhile (so a large registry, 100,000
+//!   retained runs, gets written however often the link breaks); then it flushes the queue,
+//!   applies the cancel markers of its live runs, and reads the stored tombstones (on the
+//!   same server, its copies of tombstones no longer there were claimed: dropped). Pub/sub is
+//!   at most once; the keys make up for it, and messages that arrived before a link broke are
+//!   still handled.
 //! - An outage is logged once (when it starts, and when it ends) and shown by the gauge
-//!   `cancelkit_gateway_redis_connected` (0 or 1); writes dropped at the bound are counted in
-//!   `cancelkit_gateway_redis_dropped_total{kind}`.
+//!   `cancelkit_gateway_redis_connected` (0 or 1), the gauges of queued writes
+//!   (`cancelkit_gateway_redis_pending_writes`, of which cancels
+//!   `cancelkit_gateway_redis_pending_cancels`), writes dropped at the bound
+//!   (`cancelkit_gateway_redis_dropped_total{kind}`) and cancels refused at their share
+//!   (`cancelkit_gateway_redis_refused_total{kind}`).
 
 mod keys;
 mod link;
+mod lookup;
+mod memory;
 mod pending;
+mod resync;
+mod scripts;
+mod shared;
 mod waiters;
+mod write;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::runs::record::{RunRecord, Tombstone};
-use pending::{Op, Pending};
+use crate::runs::record::{RunRecord, RunState, Tombstone, unix_now};
+use memory::Memory;
+use pending::{Op, Pending, Unwritten};
+use shared::Shared;
 use waiters::Waiters;
 
 /// The gauge: 1 while the link to Redis is up, else 0.
 pub const METRIC_CONNECTED: &str = "cancelkit_gateway_redis_connected";
 /// The counter of queued writes dropped at the bound while Redis was away (label `kind`:
-/// `record`, `tombstone`, `cancel`, `ack`, `prune`).
+/// `record`, `ack`, `prune`; `remembered` for a sent cancel or a tombstone this worker would
+/// have written again after a Redis restart). Cancels are never dropped.
 pub const METRIC_DROPPED: &str = "cancelkit_gateway_redis_dropped_total";
+/// The counter of cancels refused because their share of the queue was full (label `kind`:
+/// `cancel`, `tombstone`, `claim`).
+pub const METRIC_REFUSED: &str = "cancelkit_gateway_redis_refused_total";
+/// The gauge of writes waiting for Redis (or being written).
+pub const METRIC_PENDING: &str = "cancelkit_gateway_redis_pending_writes";
+/// The gauge of cancels among them.
+pub const METRIC_PENDING_CANCELS: &str = "cancelkit_gateway_redis_pending_cancels";
 /// The counter of remote cancels that did not wait for their ack because too many already did.
 pub const METRIC_WAITERS_FULL: &str = "cancelkit_gateway_redis_ack_waiters_full_total";
+/// How long a worker's heartbeat lives unless refreshed, by default.
+pub const DEFAULT_HEARTBEAT_TTL: Duration = Duration::from_secs(15);
 
 /// What the cluster calls back into: this worker's runs.
 pub trait LocalRuns: Send + Sync + 'static {
-    /// A cancel for `run_id` arrived (pub/sub, or a marker found after a reconnect). Cancels
-    /// the run if it is live here; returns whether this worker holds it cancelled now (then the
-    /// cluster publishes the ack on `cancelkit:cancelled`).
+    /// A cancel for `run_id` arrived (pub/sub, a marker found after a reconnect, or a tombstone
+    /// claim that was made late). Cancels the run if it is live here; returns whether this
+    /// worker holds it cancelled now (then the cluster publishes the ack on
+    /// `cancelkit:cancelled`).
     fn apply_cancel(&self, run_id: &str, reason: Option<String>) -> bool;
-    /// A tombstone arrived from another worker (pub/sub, or found by a scan after a reconnect).
+    /// A tombstone arrived from another worker (pub/sub, or read after a reconnect).
     fn add_tombstone(&self, tombstone: Tombstone);
+    /// Tombstone `id` was claimed (here or elsewhere), or is gone from Redis: drop the copy.
+    fn forget_tombstone(&self, id: &str);
     /// Every run this worker knows (live and retained), to write again after Redis came back
     /// empty, and to look up cancel markers for the live ones after a reconnect.
     fn records(&self) -> Vec<RunRecord>;
-    /// The tombstones this worker holds that have not expired, to write again after Redis came
-    /// back empty.
+    /// The tombstones this worker holds that have not expired.
     fn tombstones(&self) -> Vec<Tombstone>;
 }
 
@@ -81,15 +136,75 @@ pub trait LocalRuns: Send + Sync + 'static {
 #[error("redis unavailable: {0}")]
 pub struct Unavailable(pub String);
 
+/// A cancel that would wait for Redis was refused: its share of the queue is full. Nothing was
+/// queued; the caller should say so (the API answers 429 for the user's own share, 503
+/// otherwise) rather than `queued`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum QueueFull {
+    /// The user already has this many cancels waiting for Redis on this worker.
+    #[error(
+        "redis is unreachable and you have {limit} cancels waiting for it on this worker, your \
+         share: this one was not queued; retry once redis is back"
+    )]
+    User {
+        /// The share: an eighth of the queue.
+        limit: usize,
+    },
+    /// Users (other than admins) together have this many cancels waiting.
+    #[error(
+        "redis is unreachable and users have {limit} cancels waiting for it on this worker, \
+         their share: this one was not queued; retry once redis is back"
+    )]
+    Users {
+        /// The share: half the queue.
+        limit: usize,
+    },
+    /// The queue holds this many cancels.
+    #[error(
+        "redis is unreachable and {limit} cancels wait for it on this worker, the bound: this \
+         one was not queued; retry once redis is back"
+    )]
+    All {
+        /// The bound (`max_pending`).
+        limit: usize,
+    },
+}
+
+impl QueueFull {
+    /// The limit reached.
+    pub fn limit(&self) -> usize {
+        match *self {
+            QueueFull::User { limit } | QueueFull::Users { limit } | QueueFull::All { limit } => {
+                limit
+            }
+        }
+    }
+
+    /// Whether it is the caller's own share (else one the caller shares with others).
+    pub fn is_own_share(&self) -> bool {
+        matches!(self, QueueFull::User { .. })
+    }
+
+    /// What the limit is, for an error message or a metric label.
+    pub fn key(&self) -> &'static str {
+        match self {
+            QueueFull::User { .. } => "redis queue: a user's share (an eighth)",
+            QueueFull::Users { .. } => "redis queue: users' share (half)",
+            QueueFull::All { .. } => "redis queue (limits.max_runs + limits.max_retained)",
+        }
+    }
+}
+
 /// What became of a cancel sent to the worker that owns a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoteCancel {
     /// The owning worker said it stopped the run.
     Stopped,
     /// Published and marked, but no word from the owner in time (it may be gone or cut off:
-    /// the marker makes it apply the cancel when it reconnects).
+    /// the marker makes it apply the cancel when it reconnects). A `lost` run's cancel is
+    /// always this, at once.
     Sent,
-    /// Redis is down: kept, and published once it is back.
+    /// Redis is down: queued, and published once it is back.
     Deferred,
 }
 
@@ -102,15 +217,16 @@ pub struct Settings {
     pub worker: String,
     /// How long a finished run's record is kept.
     pub retention: Duration,
-    /// How long a run may run (records of live runs outlive this plus the retention).
-    pub run_ttl: Duration,
+    /// How long this worker's heartbeat lives unless refreshed (every third of it): a worker
+    /// silent this long is gone, its running runs `lost` ([`DEFAULT_HEARTBEAT_TTL`]).
+    pub heartbeat_ttl: Duration,
     /// How long a cancel marker and a tombstone wait.
     pub tombstone_ttl: Duration,
     /// How long a remote canceller waits for the owner's ack.
     pub ack_timeout: Duration,
     /// How long one lookup may take before it counts as unavailable.
     pub lookup_timeout: Duration,
-    /// Most records or cancels waiting to be written while Redis is away.
+    /// Most writes waiting for Redis while it is away (cancels within their shares of it).
     pub max_pending: usize,
 }
 
@@ -135,72 +251,6 @@ impl std::fmt::Debug for Handle {
             .field("worker", &self.shared.settings.worker)
             .field("connected", &self.shared.is_connected())
             .finish_non_exhaustive()
-    }
-}
-
-/// The state the API and the link task share.
-struct Shared {
-    settings: Settings,
-    local: Weak<dyn LocalRuns>,
-    /// Commands; `None` when the URL is unusable (then Redis is away for good).
-    conn: Option<ConnectionManager>,
-    connected: AtomicBool,
-    pending: Mutex<Pending>,
-    /// Wakes the link when a write is queued.
-    wake: Notify,
-    waiters: Mutex<Waiters>,
-    stop: CancellationToken,
-}
-
-impl Shared {
-    fn is_connected(&self) -> bool {
-        self.connected.load(Ordering::Acquire)
-    }
-
-    fn set_connected(&self, up: bool) {
-        self.connected.store(up, Ordering::Release);
-        metrics::gauge!(METRIC_CONNECTED).set(if up { 1.0 } else { 0.0 });
-    }
-
-    /// The queue; a panic elsewhere while it was held does not poison it for good.
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn waiters(&self) -> MutexGuard<'_, Waiters> {
-        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues a write and wakes the link; at the bound the oldest write goes (counted, and
-    /// warned about once per outage).
-    fn push(&self, op: Op) {
-        let dropped = self.pending().push(op);
-        self.note_dropped(dropped);
-        self.wake.notify_one();
-    }
-
-    /// Counts writes dropped at the bound, and warns about the first of an outage.
-    fn note_dropped(&self, dropped: Vec<pending::Dropped>) {
-        for dropped in dropped {
-            metrics::counter!(METRIC_DROPPED, "kind" => dropped.kind).increment(1);
-            if dropped.first_in_outage {
-                tracing::warn!(
-                    bound = self.settings.max_pending,
-                    kind = dropped.kind,
-                    "too many writes wait for redis: dropping the oldest (further drops are only \
-                     counted in {METRIC_DROPPED})"
-                );
-            }
-        }
-    }
-
-    /// The command connection, while the link is up.
-    fn conn(&self) -> Result<ConnectionManager, Unavailable> {
-        match &self.conn {
-            Some(conn) if self.is_connected() => Ok(conn.clone()),
-            Some(_) => Err(Unavailable("not connected".into())),
-            None => Err(Unavailable("no usable redis url".into())),
-        }
     }
 }
 
@@ -237,6 +287,7 @@ impl Cluster {
         });
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending::new(settings.max_pending)),
+            memory: Mutex::new(Memory::new(settings.max_pending)),
             waiters: Mutex::new(Waiters::new(settings.max_pending)),
             settings,
             local,
@@ -244,8 +295,18 @@ impl Cluster {
             connected: AtomicBool::new(false),
             wake: Notify::new(),
             stop: stop.clone(),
+            started_at: unix_now(),
+            put_sha: Mutex::new(None),
         });
         shared.set_connected(false);
+        shared.update_gauges();
+        // Shown at 0 from the start, so an outage's first refusal or drop is a change.
+        for kind in ["cancel", "tombstone", "claim"] {
+            metrics::counter!(METRIC_REFUSED, "kind" => kind).increment(0);
+        }
+        for kind in ["record", "ack", "prune", "remembered"] {
+            metrics::counter!(METRIC_DROPPED, "kind" => kind).increment(0);
+        }
         if let (Ok(runtime), Some(client), Some(conn)) = (runtime, client, shared.conn.clone()) {
             runtime.spawn(link::run(shared.clone(), client, conn));
         }
@@ -263,9 +324,10 @@ impl Cluster {
 
     /// Writes a run's record (and its bare-id index). Never waits: writes are coalesced per
     /// run, so while Redis is away only the newest record of each run waits (bounded by
-    /// `max_pending`), and is written once it is back.
+    /// `max_pending`, making room for cancels), and is written once it is back.
     pub fn record(&self, record: &RunRecord) {
-        self.shared().push(Op::Record(record.clone()));
+        // Records are never refused, only dropped (and written again by the resync).
+        let _ = self.shared().push(Op::Record(record.clone()));
     }
 
     /// Every run on any worker that the API's `requestId` names (a run id, or a bare JSON-RPC
@@ -273,7 +335,8 @@ impl Cluster {
     /// [`Unavailable`] while the link is down.
     ///
     /// Records of this worker's runs are included too (the caller merges). Ids whose record has
-    /// expired are left out, and taken out of their index set in the background.
+    /// expired are left out, and taken out of their index set in the background. A running
+    /// record whose worker stopped answering comes back [`RunState::Lost`].
     pub async fn find(
         &self,
         selector: &str,
@@ -282,7 +345,7 @@ impl Cluster {
         let shared = self.shared();
         let mut conn = shared.conn()?;
         let limit = shared.settings.lookup_timeout;
-        match tokio::time::timeout(limit, link::find(shared, &mut conn, selector, owner)).await {
+        match tokio::time::timeout(limit, lookup::find(shared, &mut conn, selector, owner)).await {
             Ok(Ok(found)) => Ok(found),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, selector, "redis lookup failed");
@@ -293,34 +356,52 @@ impl Cluster {
     }
 
     /// Asks the worker that owns `record` to cancel it: stores the marker, publishes on
-    /// `cancellation:cancel`, and waits up to `ack_timeout` for that worker's ack.
+    /// `cancellation:cancel`, and waits up to `ack_timeout` for that worker's ack (not for a
+    /// [`RunState::Lost`] run's: [`RemoteCancel::Sent`] at once). `by` is the user who asks,
+    /// `None` for an admin: whose share of the queue a deferred cancel draws from.
     ///
     /// While Redis is away (or the store and publish fail within `lookup_timeout`) the cancel is
-    /// queued like any write and [`RemoteCancel::Deferred`] comes back at once. With too many
-    /// cancellers already waiting (`max_pending`) it does not wait: [`RemoteCancel::Sent`].
-    pub async fn cancel_remote(&self, record: &RunRecord, reason: Option<String>) -> RemoteCancel {
+    /// queued and [`RemoteCancel::Deferred`] comes back at once — or [`QueueFull`] if its share
+    /// of the queue is full (nothing queued). With too many cancellers already waiting
+    /// (`max_pending`) it does not wait: [`RemoteCancel::Sent`].
+    pub async fn cancel_remote(
+        &self,
+        record: &RunRecord,
+        reason: Option<String>,
+        by: Option<&str>,
+    ) -> Result<RemoteCancel, QueueFull> {
         let shared = self.shared();
         let run_id = record.run_id.as_str();
         let defer = |reason: Option<String>| {
             shared.push(Op::Cancel {
                 run_id: run_id.to_owned(),
                 reason,
-            });
-            RemoteCancel::Deferred
+                by: by.map(str::to_owned),
+            })?;
+            Ok(RemoteCancel::Deferred)
         };
         let Ok(mut conn) = shared.conn() else {
             return defer(reason);
         };
+        let lost = record.state == RunState::Lost;
         // Waiting before publishing: an ack cannot slip by in between.
-        let waiter = waiters::Waiter::register(shared, run_id);
+        let waiter = if lost {
+            None
+        } else {
+            waiters::Waiter::register(shared, run_id)
+        };
         let limit = shared.settings.lookup_timeout;
         let sent = tokio::time::timeout(
             limit,
-            link::send_cancel(shared, &mut conn, run_id, reason.as_deref()),
+            write::send_cancel(shared, &mut conn, run_id, reason.as_deref()),
         )
         .await;
         match sent {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                shared
+                    .memory()
+                    .sent(run_id, reason.clone(), keys::marker_ttl(&shared.settings))
+            }
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, run_id, "redis: remote cancel deferred");
                 return defer(reason);
@@ -330,54 +411,97 @@ impl Cluster {
                 return defer(reason);
             }
         }
+        if lost {
+            return Ok(RemoteCancel::Sent);
+        }
         let Some(waiter) = waiter else {
             metrics::counter!(METRIC_WAITERS_FULL).increment(1);
-            return RemoteCancel::Sent;
+            return Ok(RemoteCancel::Sent);
         };
         if waiter.wait(shared.settings.ack_timeout).await {
-            RemoteCancel::Stopped
+            Ok(RemoteCancel::Stopped)
         } else {
-            RemoteCancel::Sent
+            Ok(RemoteCancel::Sent)
         }
     }
 
-    /// Stores and publishes a tombstone (kept and sent once Redis is back if it is away).
-    pub fn tombstone(&self, tombstone: &Tombstone) {
-        self.shared().push(Op::Tombstone(tombstone.clone()));
-    }
-
-    /// Claims a tombstone for a run that registered here: true if this worker may apply it
-    /// (it deleted the key first, or Redis is away and the local copy decides).
-    ///
-    /// A tombstone of this worker's own that has not reached Redis yet is claimed without
-    /// asking (its write is dropped, or its key deleted once written).
-    pub async fn claim_tombstone(&self, id: &str) -> bool {
+    /// Stores, indexes and publishes a tombstone this worker made (queued and sent once Redis
+    /// is back if it is away; [`QueueFull`] if its maker's share of the queue is full — then
+    /// nothing was queued).
+    pub fn tombstone(&self, tombstone: &Tombstone) -> Result<(), QueueFull> {
         let shared = self.shared();
-        if shared.pending().claim_unwritten_tombstone(id) {
+        shared.push(Op::Tombstone(tombstone.clone()))?;
+        let left = (tombstone.expires_at - unix_now()).clamp(0.0, 1e9);
+        shared
+            .memory()
+            .made(&tombstone.id, Duration::from_secs_f64(left));
+        Ok(())
+    }
+
+    /// Claims `tombstone` for `run_id`, a run that registered here: true if this worker may
+    /// cancel the run now (it won the claim in Redis, or the tombstone is its own and never
+    /// reached Redis, so no other worker saw it; one being written is claimed in Redis after
+    /// its write, as below).
+    ///
+    /// Fails closed: when Redis is away or does not answer within `lookup_timeout`, false, and
+    /// the claim is queued and made after the reconnect; if it wins then, the cluster cancels
+    /// the run through [`LocalRuns::apply_cancel`]. (Queued within the tombstone scope's share;
+    /// refused beyond it, with a warning: then this run is not cancelled by it.)
+    pub async fn claim_tombstone(&self, tombstone: &Tombstone, run_id: &str) -> bool {
+        let shared = self.shared();
+        let id = tombstone.id.as_str();
+        let unwritten = shared.pending().claim_unwritten_tombstone(id);
+        if unwritten == Unwritten::Claimed {
+            shared.memory().claimed(id);
+            shared.update_gauges();
             return true;
         }
-        let Ok(mut conn) = shared.conn() else {
-            return true;
+        let defer = || {
+            match shared.push(Op::Claim {
+                tombstone: tombstone.clone(),
+                run_id: run_id.to_owned(),
+            }) {
+                Ok(()) => {
+                    tracing::info!(
+                        id,
+                        run_id,
+                        "the tombstone's claim is made later (redis away or slow, or the tombstone still being written): the run goes on until the claim is won"
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(id, run_id, error = %e, "a tombstone's claim could not be queued: it does not cancel this run");
+                }
+            }
+            false
         };
-        let mut del = redis::cmd("DEL");
-        del.arg(keys::tombstone(id));
-        let deleting = del.query_async::<i64>(&mut conn);
-        match tokio::time::timeout(shared.settings.lookup_timeout, deleting).await {
-            Ok(Ok(deleted)) => deleted == 1,
+        let Ok(mut conn) = shared.conn() else {
+            return defer();
+        };
+        if unwritten == Unwritten::Writing {
+            // It may be published already: claimed in Redis like anyone's, once written.
+            return defer();
+        }
+        let claiming = write::claim(shared, &mut conn, tombstone, run_id);
+        match tokio::time::timeout(shared.settings.lookup_timeout, claiming).await {
+            Ok(Ok(won)) => {
+                shared.memory().claimed(id);
+                won
+            }
             Ok(Err(e)) => {
-                tracing::debug!(error = %e, id, "redis: tombstone claimed locally");
-                true
+                tracing::debug!(error = %e, id, "redis: tombstone claim deferred");
+                defer()
             }
             Err(_) => {
-                tracing::debug!(id, "redis: tombstone claimed locally (no answer in time)");
-                true
+                tracing::debug!(id, "redis: tombstone claim deferred (no answer in time)");
+                defer()
             }
         }
     }
 
     /// Publishes that this worker stopped `run_id` (the ack on `cancelkit:cancelled`).
     pub fn ack(&self, run_id: &str) {
-        self.shared().push(Op::Ack(run_id.to_owned()));
+        // Acks are never refused, only dropped (they matter for `ack_timeout` at most).
+        let _ = self.shared().push(Op::Ack(run_id.to_owned()));
     }
 
     /// Whether the subscription to Redis is up right now (and this worker's state was
@@ -386,7 +510,8 @@ impl Cluster {
         self.shared().is_connected()
     }
 
-    /// Stops the background tasks. Later writes are kept (within the bound) but never sent.
+    /// Stops the background tasks (deleting this worker's heartbeat, best effort). Later
+    /// writes are kept (within the bound) but never sent.
     pub fn shutdown(&self) {
         let shared = self.shared();
         shared.stop.cancel();

@@ -1,14 +1,23 @@
-//! The writes waiting for Redis: bounded, coalesced per key, oldest dropped first.
+//! The writes waiting for Redis: bounded, coalesced per key, and fair.
 //!
 //! Every non-blocking call of [`Cluster`](super::Cluster) lands here and the link task writes it
 //! (at once while Redis is up; after the reconnect otherwise). A newer write for the same key
 //! (the same run's record, the same run's cancel, ...) replaces the older one and moves to the
-//! back. At the bound the oldest waiting write is dropped, counted in
-//! `cancelkit_gateway_redis_dropped_total` and warned about once per outage.
+//! back. Two kinds of write wait:
+//! - *cancels* (a cancel for another worker's run, a tombstone, a deferred tombstone claim):
+//!   one that was admitted stays until it is written, however long Redis is away. They are
+//!   admitted within shares ([`Shares`]): a user's cancels, all users' together, and the whole
+//!   bound. A NEW cancel beyond a share is refused ([`QueueFull`]); a queued one is never
+//!   dropped to make room, and never for a record.
+//! - *the rest* (records, acks, index prunes): at the bound the oldest of these goes, counted
+//!   in `cancelkit_gateway_redis_dropped_total` and warned about once per outage. A dropped
+//!   record is written again by the resync (the worker still holds the run), an ack nobody
+//!   waits for any more means nothing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
+use super::QueueFull;
 use crate::runs::record::{RunRecord, Tombstone};
 
 /// One write.
@@ -16,7 +25,7 @@ use crate::runs::record::{RunRecord, Tombstone};
 pub(super) enum Op {
     /// A run's record and its bare-id index.
     Record(RunRecord),
-    /// A tombstone: stored and published.
+    /// A tombstone: stored, indexed and published.
     Tombstone(Tombstone),
     /// A cancel for another worker's run: the marker stored and the message published.
     Cancel {
@@ -24,6 +33,17 @@ pub(super) enum Op {
         run_id: String,
         /// The reason given with the cancel.
         reason: Option<String>,
+        /// Who asked (a user's subject), or `None` for an admin.
+        by: Option<String>,
+    },
+    /// A claim of a tombstone for a run of this worker that could not be made at once: made
+    /// after the reconnect (or after the tombstone's own write), and the run cancelled if it
+    /// wins.
+    Claim {
+        /// The tombstone.
+        tombstone: Tombstone,
+        /// The run it would cancel.
+        run_id: String,
     },
     /// This worker stopped a run: the ack published.
     Ack(String),
@@ -43,6 +63,7 @@ impl Op {
             Op::Record(record) => Key::Record(record.run_id.clone()),
             Op::Tombstone(tombstone) => Key::Tombstone(tombstone.id.clone()),
             Op::Cancel { run_id, .. } => Key::Cancel(run_id.clone()),
+            Op::Claim { tombstone, .. } => Key::Claim(tombstone.id.clone()),
             Op::Ack(run_id) => Key::Ack(run_id.clone()),
             Op::Prune { set, run_id } => Key::Prune(set.clone(), run_id.clone()),
         }
@@ -54,10 +75,34 @@ impl Op {
             Op::Record(_) => "record",
             Op::Tombstone(_) => "tombstone",
             Op::Cancel { .. } => "cancel",
+            Op::Claim { .. } => "claim",
             Op::Ack(_) => "ack",
             Op::Prune { .. } => "prune",
         }
     }
+
+    /// Whose share a cancel draws from; `None` for the writes that may be dropped.
+    fn share(&self) -> Option<Owner> {
+        let owner = |user: &Option<String>| match user {
+            Some(user) => Owner::User(user.clone()),
+            None => Owner::Admin,
+        };
+        match self {
+            Op::Tombstone(tombstone) => Some(owner(&tombstone.scope)),
+            Op::Claim { tombstone, .. } => Some(owner(&tombstone.scope)),
+            Op::Cancel { by, .. } => Some(owner(by)),
+            Op::Record(_) | Op::Ack(_) | Op::Prune { .. } => None,
+        }
+    }
+}
+
+/// Who a queued cancel counts against.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Owner {
+    /// An admin's (a cancel that may act on anyone's run): bounded by the whole queue only.
+    Admin,
+    /// One user's.
+    User(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -65,6 +110,7 @@ enum Key {
     Record(String),
     Tombstone(String),
     Cancel(String),
+    Claim(String),
     Ack(String),
     Prune(String, String),
 }
@@ -73,6 +119,7 @@ enum Key {
 #[derive(Debug)]
 pub(super) struct Taken {
     seq: u64,
+    share: Option<Owner>,
     /// The write.
     pub op: Op,
     /// When it was first queued.
@@ -82,26 +129,96 @@ pub(super) struct Taken {
 #[derive(Debug)]
 struct Entry {
     seq: u64,
+    share: Option<Owner>,
     op: Op,
     queued_at: Instant,
+}
+
+/// How many cancels may wait: in all, for all users together, and for one user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Shares {
+    /// Every write (and so every cancel).
+    pub all: usize,
+    /// The cancels of users without admin rights, together: half the bound, so an admin's
+    /// cancels always find room.
+    pub users: usize,
+    /// One user's cancels: an eighth of the bound.
+    pub user: usize,
+}
+
+impl Shares {
+    /// The shares of a queue of `bound` writes (at least 1 each).
+    pub(super) fn of(bound: usize) -> Shares {
+        let all = bound.max(1);
+        Shares {
+            all,
+            users: (all / 2).max(1),
+            user: (all / 8).max(1),
+        }
+    }
+}
+
+/// The cancels held (waiting or being written), by whose share they draw from.
+#[derive(Debug, Default)]
+struct Held {
+    all: usize,
+    users: usize,
+    by_user: HashMap<String, usize>,
+}
+
+impl Held {
+    fn add(&mut self, owner: &Owner) {
+        self.all += 1;
+        if let Owner::User(user) = owner {
+            self.users += 1;
+            *self.by_user.entry(user.clone()).or_insert(0) += 1;
+        }
+    }
+
+    fn release(&mut self, owner: &Owner) {
+        self.all = self.all.saturating_sub(1);
+        if let Owner::User(user) = owner {
+            self.users = self.users.saturating_sub(1);
+            if let Some(count) = self.by_user.get_mut(user) {
+                *count -= 1;
+                if *count == 0 {
+                    self.by_user.remove(user);
+                }
+            }
+        }
+    }
 }
 
 /// The queue.
 #[derive(Debug)]
 pub(super) struct Pending {
-    bound: usize,
+    shares: Shares,
     next_seq: u64,
-    /// Oldest first.
+    /// Every waiting write, oldest first.
     order: BTreeMap<u64, Key>,
+    /// The waiting writes that may be dropped at the bound, oldest first.
+    droppable: BTreeSet<u64>,
     entries: HashMap<Key, Entry>,
+    held: Held,
     /// Tombstones taken out and being written now.
     tombstones_in_flight: HashSet<String>,
-    /// Of those, the ones this worker claimed meanwhile (to delete once written).
-    claimed_in_flight: HashSet<String>,
     /// How many writes were taken out and are being sent.
     in_flight: usize,
     /// Drops since the last time Redis was reachable.
     dropped_in_outage: u64,
+    /// A record was dropped since the last full rewrite of this worker's records.
+    records_dropped: bool,
+}
+
+/// Whether a tombstone had reached Redis ([`Pending::claim_unwritten_tombstone`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unwritten {
+    /// It was waiting: claimed here (dropped from the queue).
+    Claimed,
+    /// It is being written now.
+    Writing,
+    /// It is not queued (written, or never this worker's).
+    No,
 }
 
 /// What [`Pending::push`] had to drop to stay within its bound.
@@ -117,14 +234,16 @@ impl Pending {
     /// An empty queue holding at most `bound` writes (at least 1).
     pub(super) fn new(bound: usize) -> Pending {
         Pending {
-            bound: bound.max(1),
+            shares: Shares::of(bound),
             next_seq: 0,
             order: BTreeMap::new(),
+            droppable: BTreeSet::new(),
             entries: HashMap::new(),
+            held: Held::default(),
             tombstones_in_flight: HashSet::new(),
-            claimed_in_flight: HashSet::new(),
             in_flight: 0,
             dropped_in_outage: 0,
+            records_dropped: false,
         }
     }
 
@@ -139,33 +258,83 @@ impl Pending {
         self.entries.len() + self.in_flight
     }
 
-    /// Queues `op`, replacing a waiting write for the same key; drops the oldest writes beyond
-    /// the bound and says which.
-    pub(super) fn push(&mut self, op: Op) -> Vec<Dropped> {
+    /// How many cancels wait or are being sent.
+    pub(super) fn cancels(&self) -> usize {
+        self.held.all
+    }
+
+    /// Queues `op`, replacing a waiting write for the same key (which keeps its age and its
+    /// place in its share). A new cancel beyond its share is refused; other writes beyond the
+    /// bound drop the oldest droppable write (possibly `op` itself), and say which.
+    pub(super) fn push(&mut self, op: Op) -> Result<Vec<Dropped>, QueueFull> {
         let key = op.key();
         let seq = self.next_seq;
         self.next_seq += 1;
-        let queued_at = match self.entries.remove(&key) {
+        let (queued_at, share) = match self.entries.remove(&key) {
             Some(old) => {
                 self.order.remove(&old.seq);
-                // A coalesced write keeps its age: expiry counts from the first request.
-                old.queued_at
+                self.droppable.remove(&old.seq);
+                // A coalesced write keeps its age and the share it was admitted in.
+                (old.queued_at, old.share)
             }
-            None => Instant::now(),
+            None => {
+                let share = op.share();
+                if let Some(owner) = &share {
+                    self.admit(owner)?;
+                    self.held.add(owner);
+                }
+                (Instant::now(), share)
+            }
         };
-        self.order.insert(seq, key.clone());
-        self.entries.insert(key, Entry { seq, op, queued_at });
-        self.enforce_bound()
+        self.insert(
+            key,
+            Entry {
+                seq,
+                share,
+                op,
+                queued_at,
+            },
+        );
+        Ok(self.enforce_bound())
+    }
+
+    /// Whether a new cancel of `owner`'s fits its shares.
+    fn admit(&self, owner: &Owner) -> Result<(), QueueFull> {
+        let shares = self.shares;
+        if self.held.all >= shares.all {
+            return Err(QueueFull::All { limit: shares.all });
+        }
+        if let Owner::User(user) = owner {
+            if self.held.by_user.get(user).copied().unwrap_or(0) >= shares.user {
+                return Err(QueueFull::User { limit: shares.user });
+            }
+            if self.held.users >= shares.users {
+                return Err(QueueFull::Users {
+                    limit: shares.users,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, key: Key, entry: Entry) {
+        self.order.insert(entry.seq, key.clone());
+        if entry.share.is_none() {
+            self.droppable.insert(entry.seq);
+        }
+        self.entries.insert(key, entry);
     }
 
     /// Takes up to `max` of the oldest writes out to send them; tombstones among them count as
-    /// in flight until [`finish`](Self::finish).
+    /// in flight until [`finish`](Self::finish) (or [`put_back`](Self::put_back)), and cancels
+    /// keep their place in their share.
     pub(super) fn take(&mut self, max: usize) -> Vec<Taken> {
         let mut taken = Vec::new();
         while taken.len() < max {
             let Some((seq, key)) = self.order.pop_first() else {
                 break;
             };
+            self.droppable.remove(&seq);
             let Some(entry) = self.entries.remove(&key) else {
                 continue;
             };
@@ -174,6 +343,7 @@ impl Pending {
             }
             taken.push(Taken {
                 seq,
+                share: entry.share,
                 op: entry.op,
                 queued_at: entry.queued_at,
             });
@@ -183,45 +353,67 @@ impl Pending {
     }
 
     /// Puts writes that could not be sent back in their old places, unless a newer write for
-    /// the same key arrived meanwhile; then enforces the bound (the put-back writes are the
-    /// oldest, so they go first).
+    /// the same key arrived meanwhile; then enforces the bound (on droppable writes only: the
+    /// put-back ones are the oldest, so they go first).
     pub(super) fn put_back(&mut self, taken: Vec<Taken>) -> Vec<Dropped> {
-        self.in_flight = 0;
+        self.in_flight = self.in_flight.saturating_sub(taken.len());
         self.tombstones_in_flight.clear();
-        self.claimed_in_flight.clear();
-        for Taken { seq, op, queued_at } in taken {
+        for Taken {
+            seq,
+            share,
+            op,
+            queued_at,
+        } in taken
+        {
             let key = op.key();
             if self.entries.contains_key(&key) {
+                // The newer write was admitted on its own.
+                if let Some(owner) = &share {
+                    self.held.release(owner);
+                }
                 continue;
             }
-            self.order.insert(seq, key.clone());
-            self.entries.insert(key, Entry { seq, op, queued_at });
+            self.insert(
+                key,
+                Entry {
+                    seq,
+                    share,
+                    op,
+                    queued_at,
+                },
+            );
         }
         self.enforce_bound()
     }
 
-    /// The batch was written: returns the tombstones claimed while they were in flight (their
-    /// keys must go).
-    pub(super) fn finish(&mut self) -> Vec<String> {
-        self.in_flight = 0;
+    /// The batch was written: its cancels leave their shares.
+    pub(super) fn finish(&mut self, batch: &[Taken]) {
+        for taken in batch {
+            if let Some(owner) = &taken.share {
+                self.held.release(owner);
+            }
+        }
+        self.in_flight = self.in_flight.saturating_sub(batch.len());
         self.tombstones_in_flight.clear();
-        self.claimed_in_flight.drain().collect()
     }
 
-    /// Claims tombstone `id` locally if it has not reached Redis yet: a waiting write is dropped
-    /// (no other worker ever saw it), one in flight is deleted once written. Returns whether it
-    /// was either.
-    pub(super) fn claim_unwritten_tombstone(&mut self, id: &str) -> bool {
+    /// Claims tombstone `id` locally if it has not reached Redis yet: a waiting write is
+    /// dropped (no other worker ever saw it). One being written may be published already: it
+    /// must be claimed in Redis, after its write.
+    pub(super) fn claim_unwritten_tombstone(&mut self, id: &str) -> Unwritten {
         let key = Key::Tombstone(id.to_owned());
         if let Some(entry) = self.entries.remove(&key) {
             self.order.remove(&entry.seq);
-            return true;
+            self.droppable.remove(&entry.seq);
+            if let Some(owner) = &entry.share {
+                self.held.release(owner);
+            }
+            return Unwritten::Claimed;
         }
         if self.tombstones_in_flight.contains(id) {
-            self.claimed_in_flight.insert(id.to_owned());
-            return true;
+            return Unwritten::Writing;
         }
-        false
+        Unwritten::No
     }
 
     /// Redis is reachable again: returns how many writes were dropped while it was away.
@@ -229,14 +421,26 @@ impl Pending {
         std::mem::take(&mut self.dropped_in_outage)
     }
 
+    /// Whether a record was dropped since the last call (then every record must be written
+    /// again).
+    pub(super) fn take_records_dropped(&mut self) -> bool {
+        std::mem::take(&mut self.records_dropped)
+    }
+
     fn enforce_bound(&mut self) -> Vec<Dropped> {
         let mut dropped = Vec::new();
-        while self.entries.len() > self.bound {
-            let Some((_, key)) = self.order.pop_first() else {
+        while self.entries.len() > self.shares.all {
+            let Some(seq) = self.droppable.pop_first() else {
                 break;
+            };
+            let Some(key) = self.order.remove(&seq) else {
+                continue;
             };
             if let Some(entry) = self.entries.remove(&key) {
                 self.dropped_in_outage += 1;
+                if matches!(entry.op, Op::Record(_)) {
+                    self.records_dropped = true;
+                }
                 dropped.push(Dropped {
                     kind: entry.op.kind(),
                     first_in_outage: self.dropped_in_outage == 1,
@@ -248,63 +452,5 @@ impl Pending {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ack(id: &str) -> Op {
-        Op::Ack(id.to_owned())
-    }
-
-    fn names(taken: &[Taken]) -> Vec<String> {
-        taken
-            .iter()
-            .map(|t| match &t.op {
-                Op::Ack(id) => id.clone(),
-                Op::Cancel { run_id, reason } => {
-                    format!("{run_id}:{}", reason.as_deref().unwrap_or(""))
-                }
-                other => other.kind().to_owned(),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_oldest_write_goes_at_the_bound() {
-        let mut pending = Pending::new(2);
-        assert!(pending.push(ack("a")).is_empty());
-        assert!(pending.push(ack("b")).is_empty());
-        let dropped = pending.push(ack("c"));
-        assert_eq!(dropped.len(), 1);
-        assert!(dropped[0].first_in_outage);
-        assert!(!pending.push(ack("d"))[0].first_in_outage);
-        assert_eq!(names(&pending.take(10)), ["c", "d"]);
-        assert_eq!(pending.end_outage(), 2);
-    }
-
-    #[test]
-    fn a_newer_write_for_the_same_key_replaces_the_older_and_moves_back() {
-        let mut pending = Pending::new(3);
-        let cancel = |reason: &str| Op::Cancel {
-            run_id: "r".into(),
-            reason: Some(reason.into()),
-        };
-        pending.push(cancel("old"));
-        pending.push(ack("x"));
-        pending.push(cancel("new"));
-        assert_eq!(pending.len(), 2);
-        assert_eq!(names(&pending.take(10)), ["x", "r:new"]);
-    }
-
-    #[test]
-    fn put_back_keeps_places_and_yields_to_newer_writes() {
-        let mut pending = Pending::new(10);
-        pending.push(ack("a"));
-        pending.push(ack("b"));
-        let taken = pending.take(10);
-        pending.push(ack("c"));
-        pending.push(ack("a"));
-        assert!(pending.put_back(taken).is_empty());
-        // "b" is back in front; "a" is the newer copy, behind "c".
-        assert_eq!(names(&pending.take(10)), ["b", "c", "a"]);
-    }
-}
+#[path = "pending_tests.rs"]
+mod tests;

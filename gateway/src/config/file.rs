@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::auth::AuthFile;
+
 /// The file's shape. Unknown keys are errors.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,20 +48,18 @@ pub(super) struct CancellationFile {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct AuthFile {
-    pub(super) jwt_secret: Option<String>,
-    #[serde(default)]
-    pub(super) permissions: BTreeMap<String, Vec<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct LimitsFile {
     pub(super) max_body_bytes: Option<usize>,
     pub(super) max_runs: Option<usize>,
     pub(super) max_retained: Option<usize>,
     pub(super) max_tombstones: Option<usize>,
     pub(super) max_sessions: Option<usize>,
+    pub(super) max_runs_per_user: Option<usize>,
+    pub(super) max_sessions_per_user: Option<usize>,
+    pub(super) max_retained_per_user: Option<usize>,
+    pub(super) max_tombstones_per_user: Option<usize>,
+    pub(super) max_upstream_calls: Option<usize>,
+    pub(super) max_upstream_calls_per_user: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,6 +82,10 @@ pub(super) struct UpstreamFile {
     pub(super) url: Option<String>,
     #[serde(default)]
     pub(super) env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) inherit_env: Vec<String>,
+    #[serde(default)]
+    pub(super) allow_unlisted_tools: bool,
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
 }

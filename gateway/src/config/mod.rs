@@ -1,20 +1,26 @@
 //! The gateway's configuration: a TOML file, overridden by environment variables, overridden by
 //! command-line flags. Every problem is reported with the file, the key and what is wrong.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cancelkit::wire::origin::OriginPolicy;
 
+mod auth;
 mod connections;
 mod file;
+mod limits;
 mod network;
 mod upstreams;
 
+pub use auth::{
+    Auth, DEFAULT_JWKS_MIN_REFRESH, DEFAULT_JWKS_REFRESH, DEFAULT_LEEWAY, JwksSettings, JwksSource,
+    PublicKeyFile, REDACTED,
+};
 pub use connections::Connections;
 use file::File;
+pub use limits::Limits;
 pub use network::Tls;
 pub use upstreams::{Transport, Upstream};
 
@@ -113,42 +119,6 @@ pub struct Cancellation {
     pub tombstone_ttl: Duration,
     /// A `tools/call` running longer is cancelled (source `timeout`); `None`: no limit.
     pub tool_timeout: Option<Duration>,
-}
-
-/// `[auth]`.
-#[derive(Debug, Clone)]
-pub struct Auth {
-    /// The HS256 secret; `None` until one is generated at start.
-    pub jwt_secret: Option<String>,
-    /// `sub` → permissions; the key `*` applies to every valid token.
-    pub permissions: BTreeMap<String, Vec<String>>,
-}
-
-/// `[limits]`: every map the gateway keeps has a bound.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest request body accepted (413 beyond).
-    pub max_body_bytes: usize,
-    /// Most runs in flight on this worker; a `tools/call` beyond is answered -32050.
-    pub max_runs: usize,
-    /// Most finished runs whose status is kept; the oldest are forgotten first.
-    pub max_retained: usize,
-    /// Most cancels waiting for their run; the oldest are forgotten first.
-    pub max_tombstones: usize,
-    /// Most MCP sessions open at once on this worker; a new `initialize` beyond gets 503.
-    pub max_sessions: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_body_bytes: 4 * 1024 * 1024,
-            max_runs: 10_000,
-            max_retained: 100_000,
-            max_tombstones: 10_000,
-            max_sessions: 10_000,
-        }
-    }
 }
 
 /// Overrides from the command line (highest precedence).
@@ -278,56 +248,9 @@ impl Config {
             tool_timeout,
         };
 
-        let jwt_secret = env("JWT_SECRET_KEY")
-            .filter(|s| !s.is_empty())
-            .or(parsed.auth.jwt_secret.clone());
-        if let Some(secret) = &jwt_secret
-            && secret.len() < 16
-        {
-            let (file, key) = if env("JWT_SECRET_KEY").is_some() {
-                ("environment", "JWT_SECRET_KEY")
-            } else {
-                (file, "auth.jwt_secret")
-            };
-            return Err(ConfigError::Key {
-                file: file.to_owned(),
-                key: key.to_owned(),
-                problem: "an HS256 secret shorter than 16 bytes is too easy to guess".into(),
-            });
-        }
-        for (sub, permissions) in &parsed.auth.permissions {
-            for permission in permissions {
-                if permission.is_empty() {
-                    return Err(key_error(
-                        &format!("auth.permissions.{sub}"),
-                        "a permission must not be empty".into(),
-                    ));
-                }
-            }
-        }
+        let auth = auth::resolve(parsed.auth, file, &env, &tls.trusted)?;
 
-        let defaults = Limits::default();
-        let limits = Limits {
-            max_body_bytes: positive(
-                "limits.max_body_bytes",
-                parsed.limits.max_body_bytes,
-                defaults.max_body_bytes,
-            )
-            .map_err(|e| key_error("limits.max_body_bytes", e))?,
-            max_runs: positive("limits.max_runs", parsed.limits.max_runs, defaults.max_runs)
-                .map_err(|e| key_error("limits.max_runs", e))?,
-            max_retained: parsed.limits.max_retained.unwrap_or(defaults.max_retained),
-            max_tombstones: parsed
-                .limits
-                .max_tombstones
-                .unwrap_or(defaults.max_tombstones),
-            max_sessions: positive(
-                "limits.max_sessions",
-                parsed.limits.max_sessions,
-                defaults.max_sessions,
-            )
-            .map_err(|e| key_error("limits.max_sessions", e))?,
-        };
+        let limits = limits::resolve(&parsed.limits, &key_error)?;
 
         let connections = connections::resolve(&parsed.connections)
             .map_err(|(key, problem)| key_error(key, problem))?;
@@ -369,23 +292,22 @@ impl Config {
             drain_grace: duration("drain_grace", &parsed.drain_grace, Duration::from_secs(10))?,
             keep_alive: network::keep_alive(parsed.keep_alive.as_deref(), &key_error)?,
             cancellation,
-            auth: Auth {
-                jwt_secret,
-                permissions: parsed.auth.permissions,
-            },
+            auth,
             limits,
             connections,
             upstreams,
         })
     }
 
-    /// Checks what depends on several settings at once: several workers must share a secret.
+    /// Checks what depends on several settings at once: several workers must check tokens
+    /// with the same keys.
     pub fn check_startup(&self) -> Result<(), String> {
-        if self.redis_url.is_some() && self.auth.jwt_secret.is_none() {
+        if self.redis_url.is_some() && !self.auth.has_keys() {
             return Err(
                 "REDIS_URL is set but no JWT secret is configured: every worker must \
                  verify the same tokens, so set JWT_SECRET_KEY (or [auth] jwt_secret) to one \
-                 shared secret"
+                 shared secret, or give every worker the same public_key_file, jwks_file or \
+                 jwks_url"
                     .into(),
             );
         }

@@ -32,6 +32,33 @@ fn refuse(error: ApiError) -> Response {
             "Forbidden: you may cancel and read only your own runs",
         ),
         ApiError::NotFound => detail(StatusCode::NOT_FOUND, "Run not found"),
+        ApiError::NoRunYet => detail(
+            StatusCode::NOT_FOUND,
+            "No run has this requestId yet. A cancel by bare id that waits for its run must say \
+             whose run it is: add \"user\": \"<subject>\" (or cancel by run id)",
+        ),
+        ApiError::UserNotAllowed => detail(
+            StatusCode::FORBIDDEN,
+            "Forbidden: only admin.system_config may name a `user`",
+        ),
+        ApiError::TooManyWaiting { key, limit, user } => detail(
+            if user {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            },
+            if user {
+                format!(
+                    "Too many cancels waiting for their run: you have {limit}, your share \
+                     ({key}); retry when one has applied or expired"
+                )
+            } else {
+                format!(
+                    "Too many cancels waiting for their run: the gateway holds {limit}, its \
+                     bound ({key}); retry later"
+                )
+            },
+        ),
         ApiError::Ambiguous(n) => detail(
             StatusCode::CONFLICT,
             format!(
@@ -76,6 +103,11 @@ pub async fn cancel(
     if let Err(e) = check_id(&request.request_id) {
         return super::unprocessable(e);
     }
+    if let Some(user) = &request.user
+        && (user.is_empty() || user.len() > MAX_REQUEST_ID_LEN)
+    {
+        return super::unprocessable(format!("user must be 1 to {MAX_REQUEST_ID_LEN} bytes"));
+    }
     if request
         .reason
         .as_ref()
@@ -87,7 +119,12 @@ pub async fn cancel(
         );
     }
     match runs
-        .cancel(&request.request_id, &caller, request.reason.clone())
+        .cancel(
+            &request.request_id,
+            &caller,
+            request.reason.clone(),
+            request.user.as_deref(),
+        )
         .await
     {
         Ok(outcome) => axum::Json(CancelRunResponse {

@@ -52,6 +52,7 @@ pub fn service(app: &Arc<App>) -> axum::Router {
         .keep_alive(config.keep_alive)
         .origin_policy(config.origins.clone())
         .max_sessions(config.limits.max_sessions)
+        .max_sessions_per_owner(config.limits.max_sessions_per_user)
         .session_idle(SESSION_IDLE)
         .session_owner(|parts| {
             parts

@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 use crate::app::App;
 use crate::auth::AuthError;
 
+/// The counter of requests with a valid token that grants no permission on the gateway.
+pub const METRIC_NO_PERMISSION: &str = "cancelkit_gateway_requests_without_permission_total";
+
 /// A JSON body `{"detail": ...}` with a status, as every refusal of the gateway is written.
 pub fn detail(status: StatusCode, detail: impl Into<String>) -> Response {
     (status, axum::Json(json!({"detail": detail.into()}))).into_response()
@@ -50,6 +53,15 @@ pub async fn authenticate(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     match app.verifier.check_header(header) {
+        // A valid token that grants nothing here is refused before any work is done for it.
+        Ok(caller) if !caller.may_execute() && !caller.is_admin() => {
+            metrics::counter!(METRIC_NO_PERMISSION).increment(1);
+            detail(
+                StatusCode::FORBIDDEN,
+                "Forbidden: this token grants no permission on this gateway \
+                 (tools.execute or admin.system_config)",
+            )
+        }
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await

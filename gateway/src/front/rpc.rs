@@ -64,6 +64,11 @@ pub(crate) fn read_message(value: Value) -> Result<Message, String> {
     match object.remove("id") {
         None => Ok(Message::Notification { method, params }),
         Some(id) => match serde_json::from_value::<RequestId>(id) {
+            Ok(RequestId::String(id)) if id.len() > super::api::MAX_REQUEST_ID_LEN => Err(format!(
+                "`id` is {} bytes long; at most {} are accepted",
+                id.len(),
+                super::api::MAX_REQUEST_ID_LEN
+            )),
             Ok(id) => Ok(Message::Request { id, method, params }),
             Err(_) => Err("`id` must be a string or an integer".into()),
         },

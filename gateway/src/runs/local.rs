@@ -24,7 +24,14 @@ impl LocalRuns for Runs {
         }
         let target = {
             let mut state = self.lock();
-            if state.tombstones.iter().any(|(_, t)| t.id == tombstone.id) {
+            let expiry = Instant::now() + Duration::from_secs_f64(left);
+            if let Some((at, _)) = state
+                .tombstones
+                .iter_mut()
+                .find(|(_, t)| t.id == tombstone.id)
+            {
+                // Written late (it waited for Redis): it lives longer than our copy did.
+                *at = (*at).max(expiry);
                 return;
             }
             let mut matching: Vec<&RunRecord> = state
@@ -37,7 +44,6 @@ impl LocalRuns for Runs {
             match matching.first() {
                 Some(record) => Some(record.run_id.clone()),
                 None => {
-                    let expiry = Instant::now() + Duration::from_secs_f64(left);
                     state.tombstones.push_back((expiry, tombstone.clone()));
                     self.expire(&mut state);
                     None
@@ -46,17 +52,27 @@ impl LocalRuns for Runs {
         };
         if let Some(run_id) = target {
             // A run that registered while the cancel could not reach us: claim it first, so
-            // only one worker applies it.
+            // only one worker applies it (a claim that must wait for Redis cancels the run
+            // through `apply_cancel` once won).
             let Some(cluster) = self.cluster().cloned() else {
                 self.cancel_live(&run_id, CancelSource::Api, tombstone.reason);
                 return;
             };
             let Some(runs) = self.self_arc() else { return };
             tokio::spawn(async move {
-                if cluster.claim_tombstone(&tombstone.id).await {
+                if cluster.claim_tombstone(&tombstone, &run_id).await {
                     runs.cancel_live(&run_id, CancelSource::Api, tombstone.reason);
                 }
             });
+        }
+    }
+
+    fn forget_tombstone(&self, id: &str) {
+        let mut state = self.lock();
+        if let Some(index) = state.tombstones.iter().position(|(_, t)| t.id == id)
+            && let Some((_, tombstone)) = state.tombstones.remove(index)
+        {
+            state.forget_tombstone(&tombstone);
         }
     }
 

@@ -8,12 +8,22 @@
 //! run to register. Finished runs keep their status for the configured retention. With Redis
 //! (`crate::cluster`), records, cancels and tombstones are shared by every worker.
 //!
-//! Bounds: at most `max_runs` live runs (a new one beyond is refused, [`RegisterError::Full`]),
-//! `max_retained` finished statuses and `max_tombstones` tombstones (the oldest are forgotten
-//! first, with a warning).
+//! Bounds, each with a per-user share so one user never pushes out another: at most
+//! `max_runs` live runs (a new one beyond is refused, [`RegisterError::Full`]; the calls' own
+//! bound is `crate::shares`, which holds with cancellation off); `max_retained` finished
+//! statuses, `max_retained_per_user` of one user (`retained.rs`: a user over their share loses
+//! their own oldest, at the bound the largest holder does); `max_tombstones` tombstones,
+//! `max_tombstones_per_user` made by one caller (beyond either, the cancel is refused,
+//! [`ApiError::TooManyWaiting`]: a cancel answered `queued` is never evicted for a newer one).
+//!
+//! A run id names its run only. An admin's bare-id cancel that finds nothing must name the
+//! user whose run it waits for. Once the upstream's answer has won ([`Run::settle`]), a cancel
+//! is too late and is not applied, so a status always says what the client got.
 
+mod api;
 mod local;
 pub mod record;
+mod retained;
 mod run;
 mod settings;
 
@@ -23,11 +33,15 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Caller;
-use crate::cluster::{Cluster, LocalRuns, RemoteCancel};
+use crate::cluster::{Cluster, LocalRuns};
 use record::{CancelSource, RunKey, RunRecord, RunState, Tombstone, new_run_id, unix_now};
+use retained::{Evicted, Retained};
 pub use run::Run;
 pub use settings::{ApiError, CancelOutcome, RegisterError, Settings};
+
+/// The counter of finished statuses forgotten before their retention (label `limit`:
+/// `limits.max_retained_per_user` or `limits.max_retained`).
+pub const METRIC_FORGOTTEN: &str = "cancelkit_gateway_statuses_forgotten_total";
 
 #[derive(Debug)]
 struct Live {
@@ -35,17 +49,22 @@ struct Live {
     record: RunRecord,
     token: CancellationToken,
     cancelled: Option<(Instant, CancelSource)>,
+    /// The upstream's answer won the race and is what the client gets: a cancel now comes
+    /// too late and is not applied.
+    settled: bool,
 }
 
 #[derive(Debug, Default)]
 struct State {
     live: HashMap<Arc<str>, Live>,
     by_key: HashMap<RunKey, Arc<str>>,
-    retained: HashMap<Arc<str>, RunRecord>,
-    /// Finished runs in the order they finished (= the order they expire).
-    retained_order: VecDeque<(Instant, Arc<str>)>,
+    retained: Retained,
     /// Tombstones in the order they were made, with their local expiry.
     tombstones: VecDeque<(Instant, Tombstone)>,
+    /// Who made each tombstone made on this worker (by its id), and how many each user has:
+    /// a user's share of waiting cancels (`max_tombstones_per_user`).
+    tombstone_maker: HashMap<String, Arc<str>>,
+    tombstones_by: HashMap<Arc<str>, usize>,
     /// The runs, live and retained, by their request id as a selector names it: a lookup by
     /// request id reads its runs instead of scanning every run kept.
     by_request: HashMap<String, Vec<Arc<str>>>,
@@ -57,6 +76,18 @@ impl State {
             .entry(record::selector_of(&record.request_id))
             .or_default()
             .push(Arc::clone(run_id));
+    }
+
+    /// A tombstone left the list (applied, expired, evicted): its maker's count goes down.
+    fn forget_tombstone(&mut self, tombstone: &Tombstone) {
+        if let Some(maker) = self.tombstone_maker.remove(&tombstone.id)
+            && let Some(count) = self.tombstones_by.get_mut(&maker)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.tombstones_by.remove(&maker);
+            }
+        }
     }
 
     fn unindex(&mut self, record: &RunRecord, run_id: &str) {
@@ -161,6 +192,9 @@ impl Runs {
                 .position(|(_, t)| t.applies_to(&record))
                 .and_then(|i| state.tombstones.remove(i))
                 .map(|(_, t)| t);
+            if let Some(tombstone) = &tombstone {
+                state.forget_tombstone(tombstone);
+            }
             state.by_key.insert(key.clone(), Arc::clone(&run_id));
             state.index(&record, &run_id);
             state.live.insert(
@@ -170,6 +204,7 @@ impl Runs {
                     record: record.clone(),
                     token: token.clone(),
                     cancelled: None,
+                    settled: false,
                 },
             );
             (record, tombstone)
@@ -182,7 +217,7 @@ impl Runs {
         let run = Run::new(Arc::clone(self), Arc::clone(&run_id), token);
         if let Some(tombstone) = tombstone {
             let claimed = match self.cluster() {
-                Some(cluster) => cluster.claim_tombstone(&tombstone.id).await,
+                Some(cluster) => cluster.claim_tombstone(&tombstone, &run_id).await,
                 None => true,
             };
             if claimed {
@@ -209,6 +244,9 @@ impl Runs {
             if live.cancelled.is_some() {
                 return true;
             }
+            if live.settled {
+                return false;
+            }
             live.cancelled = Some((Instant::now(), source));
             live.record.cancelled_at = Some(unix_now());
             live.record.cancel_reason = reason;
@@ -227,6 +265,21 @@ impl Runs {
         if let Some(cluster) = self.cluster() {
             cluster.record(&record);
         }
+        true
+    }
+
+    /// The upstream's answer won: it is what the client gets, unless a cancel came first.
+    /// Returns `false` when the run was already cancelled (the client then gets -32800, and
+    /// the result is dropped), `true` when the answer stands and later cancels are too late.
+    pub(crate) fn settle(&self, run_id: &str) -> bool {
+        let mut state = self.lock();
+        let Some(live) = state.live.get_mut(run_id) else {
+            return true;
+        };
+        if live.cancelled.is_some() {
+            return false;
+        }
+        live.settled = true;
         true
     }
 
@@ -285,10 +338,14 @@ impl Runs {
                 outcome
             };
             let id: Arc<str> = Arc::from(run_id);
-            state
-                .retained_order
-                .push_back((Instant::now() + self.settings.retention, Arc::clone(&id)));
-            state.retained.insert(id, record.clone());
+            let evicted = state.retained.insert(
+                id,
+                record.clone(),
+                Instant::now() + self.settings.retention,
+                self.settings.max_retained_per_user,
+                self.settings.max_retained,
+            );
+            Self::forget_evicted(&mut state, evicted);
             self.expire(&mut state);
             record
         };
@@ -300,175 +357,62 @@ impl Runs {
         }
     }
 
-    /// Forgets expired statuses and tombstones, and the oldest beyond the bounds.
+    /// Unindexes statuses that went, with a warning for those that went early.
+    fn forget_evicted(state: &mut State, evicted: Vec<(RunRecord, Evicted)>) {
+        for (record, why) in evicted {
+            match why {
+                Evicted::Expired => {}
+                // The designed behaviour at a bound, counted in METRIC_FORGOTTEN: logged at
+                // debug, since a busy user past their share would log one line per call.
+                Evicted::UserShare => tracing::debug!(
+                    run_id = %record.run_id,
+                    owner = ?record.owner,
+                    "status forgotten before its retention: its user holds limits.max_retained_per_user"
+                ),
+                Evicted::Global => tracing::debug!(
+                    run_id = %record.run_id,
+                    owner = ?record.owner,
+                    "status forgotten before its retention: limits.max_retained statuses are kept, and its user holds the most"
+                ),
+            }
+            let limit = match why {
+                Evicted::Expired => None,
+                Evicted::UserShare => Some("limits.max_retained_per_user"),
+                Evicted::Global => Some("limits.max_retained"),
+            };
+            if let Some(limit) = limit {
+                metrics::counter!(METRIC_FORGOTTEN, "limit" => limit).increment(1);
+            }
+            let run_id = record.run_id.clone();
+            state.unindex(&record, &run_id);
+        }
+    }
+
+    /// Forgets expired statuses and tombstones. Beyond `max_tombstones`, tombstones from other
+    /// workers go first (oldest first); those made here were admitted within the bound.
     fn expire(&self, state: &mut State) {
         let now = Instant::now();
-        while let Some((at, id)) = state.retained_order.front() {
-            let over = state.retained.len() > self.settings.max_retained;
-            if *at > now && !over {
-                break;
-            }
-            if over && *at > now {
-                tracing::warn!(run_id = %id, "status forgotten before its retention: max_retained finished runs are kept");
-            }
-            let id = Arc::clone(id);
-            state.retained_order.pop_front();
-            if let Some(record) = state.retained.remove(&id) {
-                state.unindex(&record, &id);
+        let expired = state.retained.expire(now);
+        Self::forget_evicted(state, expired);
+        if state.tombstones.iter().any(|(at, _)| *at <= now) {
+            let (kept, gone): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut state.tombstones)
+                .into_iter()
+                .partition(|(at, _)| *at > now);
+            state.tombstones = kept;
+            for (_, t) in &gone {
+                state.forget_tombstone(t);
             }
         }
-        state.tombstones.retain(|(at, _)| *at > now);
         while state.tombstones.len() > self.settings.max_tombstones {
-            if let Some((_, t)) = state.tombstones.pop_front() {
-                tracing::warn!(selector = %t.selector, "pending cancel forgotten early: max_tombstones are kept");
+            let index = state
+                .tombstones
+                .iter()
+                .position(|(_, t)| !state.tombstone_maker.contains_key(&t.id))
+                .unwrap_or(0);
+            if let Some((_, t)) = state.tombstones.remove(index) {
+                tracing::warn!(selector = ?t.selector, "pending cancel forgotten early: max_tombstones are kept");
+                state.forget_tombstone(&t);
             }
-        }
-    }
-
-    /// Every run on this worker the selector names (live first, then retained).
-    fn local_matches(&self, selector: &str) -> Vec<RunRecord> {
-        let mut state = self.lock();
-        self.expire(&mut state);
-        let record = |run_id: &str| {
-            state
-                .live
-                .get(run_id)
-                .map(|l| &l.record)
-                .or_else(|| state.retained.get(run_id))
-        };
-        let by_run_id = record(selector).filter(|r| r.matches(selector));
-        let by_request = state
-            .by_request
-            .get(selector)
-            .into_iter()
-            .flatten()
-            .filter_map(|run_id| record(run_id))
-            .filter(|r| r.run_id != selector);
-        let mut found: Vec<RunRecord> = by_run_id.into_iter().chain(by_request).cloned().collect();
-        // Live first, then retained.
-        found.sort_by_key(|r| !state.live.contains_key(r.run_id.as_str()));
-        found
-    }
-
-    /// The runs the caller may see that `selector` names, on every worker; and whether the
-    /// other workers could be asked.
-    async fn visible(&self, selector: &str, caller: &Caller) -> (Vec<RunRecord>, bool) {
-        let mut found = self.local_matches(selector);
-        let mut complete = true;
-        // A run id names one run: found here, there is nothing to ask the others.
-        let settled = record::is_run_id(selector) && found.iter().any(|r| r.run_id == selector);
-        if let Some(cluster) = self.cluster().filter(|_| !settled) {
-            // A user's lookup reads only its own index: exact however many runs others have.
-            let owner = (!caller.is_admin()).then_some(&*caller.sub);
-            match cluster.find(selector, owner).await {
-                Ok(remote) => {
-                    for record in remote {
-                        if !found.iter().any(|r| r.run_id == record.run_id) {
-                            found.push(record);
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!("lookup on the other workers failed: {e}");
-                    complete = false;
-                }
-            }
-        }
-        found.retain(|r| caller.may_act_for(&r.owner));
-        (found, complete)
-    }
-
-    /// `GET /cancellation/status/{requestId}`.
-    pub async fn status(&self, selector: &str, caller: &Caller) -> Result<RunRecord, ApiError> {
-        let (mut found, _) = self.visible(selector, caller).await;
-        match found.len() {
-            0 if caller.is_admin() => Err(ApiError::NotFound),
-            0 => Err(ApiError::Forbidden),
-            1 => Ok(found.remove(0)),
-            n => Err(ApiError::Ambiguous(n)),
-        }
-    }
-
-    /// `POST /cancellation/cancel`.
-    pub async fn cancel(
-        &self,
-        selector: &str,
-        caller: &Caller,
-        reason: Option<String>,
-    ) -> Result<CancelOutcome, ApiError> {
-        let (mut found, complete) = self.visible(selector, caller).await;
-        match found.len() {
-            0 => {
-                // Nothing the caller may see. An admin's cancel waits for the run; so does a
-                // user's own when the other workers cannot be asked (their run may be there).
-                let scope = if caller.is_admin() {
-                    None
-                } else if !complete {
-                    Some(caller.sub.to_string())
-                } else {
-                    return Err(ApiError::Forbidden);
-                };
-                self.leave_tombstone(selector, scope, reason);
-                Ok(CancelOutcome::Queued)
-            }
-            1 => {
-                let record = found.remove(0);
-                if record.worker == self.settings.worker {
-                    if self.cancel_live(&record.run_id, CancelSource::Api, reason) {
-                        return Ok(CancelOutcome::Cancelled);
-                    }
-                    // Ended meanwhile, or retained.
-                    let now = self.local_matches(&record.run_id);
-                    let cancelled = now.first().unwrap_or(&record).state == RunState::Cancelled;
-                    return Ok(if cancelled {
-                        CancelOutcome::Cancelled
-                    } else {
-                        CancelOutcome::Queued
-                    });
-                }
-                match record.state {
-                    RunState::Cancelled => Ok(CancelOutcome::Cancelled),
-                    RunState::Completed | RunState::Failed => Ok(CancelOutcome::Queued),
-                    RunState::Running => {
-                        let Some(cluster) = self.cluster() else {
-                            return Ok(CancelOutcome::Queued);
-                        };
-                        match cluster.cancel_remote(&record, reason).await {
-                            RemoteCancel::Stopped => Ok(CancelOutcome::Cancelled),
-                            RemoteCancel::Sent | RemoteCancel::Deferred => {
-                                Ok(CancelOutcome::Queued)
-                            }
-                        }
-                    }
-                }
-            }
-            n => Err(ApiError::Ambiguous(n)),
-        }
-    }
-
-    fn leave_tombstone(&self, selector: &str, scope: Option<String>, reason: Option<String>) {
-        let tombstone = Tombstone {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            selector: selector.to_owned(),
-            scope,
-            reason,
-            expires_at: unix_now() + self.settings.tombstone_ttl.as_secs_f64(),
-        };
-        tracing::info!(
-            selector,
-            "cancel for a run not registered yet: kept for {:?}",
-            self.settings.tombstone_ttl
-        );
-        {
-            let mut state = self.lock();
-            state.tombstones.push_back((
-                Instant::now() + self.settings.tombstone_ttl,
-                tombstone.clone(),
-            ));
-            self.expire(&mut state);
-        }
-        if let Some(cluster) = self.cluster() {
-            cluster.tombstone(&tombstone);
         }
     }
 }

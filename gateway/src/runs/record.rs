@@ -44,6 +44,10 @@ pub enum RunState {
     Failed,
     /// It was cancelled.
     Cancelled,
+    /// It was running on a worker that stopped answering (its heartbeat in Redis lapsed, or
+    /// it restarted since): how it ends is unknown. Never stored: a status read gives it to a
+    /// running record whose worker is gone.
+    Lost,
 }
 
 impl RunState {
@@ -54,6 +58,7 @@ impl RunState {
             RunState::Completed => "completed",
             RunState::Failed => "failed",
             RunState::Cancelled => "cancelled",
+            RunState::Lost => "lost",
         }
     }
 }
@@ -118,16 +123,22 @@ impl RunRecord {
     /// Whether the API's `requestId` names this run: its run id, or its JSON-RPC id — a string
     /// id equal to `selector`, or an integer id that `selector` spells as JSON does (`1`, never
     /// `01` or `+1`).
+    /// A selector shaped like a run id names that run only, never a client's string id equal
+    /// to it (a client cannot make a run id name its own call).
     pub fn matches(&self, selector: &str) -> bool {
-        self.run_id == selector || selector_of(&self.request_id) == selector
+        if is_run_id(selector) {
+            return self.run_id == selector;
+        }
+        selector_of(&self.request_id) == selector
     }
 
     /// The status body of `GET /cancellation/status/{id}`: the seed's fields, plus `state`,
-    /// `cancel_source` and `run_id`; never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
+    /// `cancel_source` and `run_id` (and `state_reason` for a `lost` run: which worker stopped
+    /// answering); never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
     /// when null (the schema's `RunStatus` allows leaving them out, as ContextForge does before
     /// a cancel; clients find them more easily this way).
     pub fn status_body(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut body = serde_json::json!({
             "name": self.name,
             "registered_at": self.registered_at,
             "cancelled": self.cancelled_at.is_some(),
@@ -136,7 +147,14 @@ impl RunRecord {
             "cancel_source": self.cancel_source.map(CancelSource::as_str),
             "state": self.state.as_str(),
             "run_id": self.run_id,
-        })
+        });
+        if self.state == RunState::Lost {
+            body["state_reason"] = serde_json::Value::String(format!(
+                "worker {} stopped answering: how the run ends is unknown",
+                self.worker
+            ));
+        }
+        body
     }
 }
 
@@ -206,6 +224,9 @@ mod tests {
         assert!(!number.matches("01x") && !string.matches("01"));
         assert!(!number.matches("01") && !number.matches("+1") && !number.matches(" 1"));
         assert!(number.matches(&number.run_id) && !string.matches(&number.run_id));
+        // A client's string id shaped like a run id is never named by it.
+        let decoy = record(RequestId::String(number.run_id.clone()));
+        assert!(!decoy.matches(&number.run_id));
         assert!(is_run_id(&number.run_id) && !is_run_id("run-xyz") && !is_run_id("1"));
     }
 

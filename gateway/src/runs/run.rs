@@ -44,6 +44,12 @@ impl Run {
         self.runs.cancel_live(&self.id, source, reason);
     }
 
+    /// The upstream's answer won: it is what the client gets. Returns `false` when a cancel
+    /// came first (then the client gets -32800); after `true`, cancels are too late.
+    pub fn settle(&self) -> bool {
+        self.runs.settle(&self.id)
+    }
+
     /// When, by whom and why the run was cancelled, if it was.
     pub fn cancellation(&self) -> Option<(Instant, CancelSource, Option<String>)> {
         self.runs.cancellation(&self.id)

@@ -17,6 +17,10 @@ pub struct Settings {
     pub max_retained: usize,
     /// Most tombstones.
     pub max_tombstones: usize,
+    /// Most retained statuses of one user.
+    pub max_retained_per_user: usize,
+    /// Most tombstones one user made.
+    pub max_tombstones_per_user: usize,
 }
 
 /// Why a run could not be registered.
@@ -40,6 +44,19 @@ pub enum ApiError {
     NotFound,
     /// A bare JSON-RPC id that names several runs: the caller must use a run id.
     Ambiguous(usize),
+    /// An admin's cancel by bare id found nothing, and did not say whose run it waits for.
+    NoRunYet,
+    /// A caller without `admin.system_config` named a `user`.
+    UserNotAllowed,
+    /// The cancel would wait for its run, but too many cancels wait already.
+    TooManyWaiting {
+        /// The configuration key of the limit.
+        key: &'static str,
+        /// The limit.
+        limit: usize,
+        /// Whether it is the caller's own share (else the gateway's bound).
+        user: bool,
+    },
 }
 
 /// What a cancel did.

@@ -1,6 +1,7 @@
 //! The registry's unit tests.
 
 use super::*;
+use crate::auth::Caller;
 use cancelkit::protocol::jsonrpc::RequestId;
 
 fn runs(max_runs: usize, max_retained: usize, max_tombstones: usize) -> Arc<Runs> {
@@ -12,6 +13,8 @@ fn runs(max_runs: usize, max_retained: usize, max_tombstones: usize) -> Arc<Runs
             max_runs,
             max_retained,
             max_tombstones,
+            max_retained_per_user: max_retained.max(1),
+            max_tombstones_per_user: max_tombstones.max(1),
         },
         None,
     )
@@ -110,25 +113,170 @@ async fn retained_statuses_and_tombstones_are_bounded_oldest_first() {
         Err(ApiError::NotFound)
     );
     assert!(runs.status(&ids[4], &admin()).await.is_ok());
-    for selector in ["a", "b", "c"] {
+    // Tombstones: at the bound a new cancel is refused; the ones answered `queued` stay.
+    for selector in ["a", "b"] {
         assert_eq!(
-            runs.cancel(selector, &admin(), None).await,
+            runs.cancel(selector, &admin(), None, Some("alice")).await,
             Ok(CancelOutcome::Queued)
         );
     }
+    assert!(matches!(
+        runs.cancel("c", &admin(), None, Some("alice")).await,
+        Err(ApiError::TooManyWaiting { .. })
+    ));
     assert_eq!(runs.kept().1, 2);
-    // The oldest ("a") was forgotten: a run with that id is not cancelled.
-    let a = runs
-        .register(key("alice", RequestId::String("a".into())), None)
-        .await
-        .unwrap();
-    assert!(!a.token().is_cancelled());
     let c = runs
         .register(key("alice", RequestId::String("c".into())), None)
         .await
         .unwrap();
-    assert!(c.token().is_cancelled(), "the tombstone for c applies");
+    assert!(!c.token().is_cancelled(), "the refused cancel left nothing");
+    let a = runs
+        .register(key("alice", RequestId::String("a".into())), None)
+        .await
+        .unwrap();
+    assert!(a.token().is_cancelled(), "the tombstone for a applies");
     assert_eq!(runs.kept().1, 1, "a tombstone is used once");
+}
+
+#[tokio::test]
+async fn one_users_statuses_and_waiting_cancels_never_push_out_anothers() {
+    let runs = Runs::new(
+        Settings {
+            worker: "w".into(),
+            retention: Duration::from_secs(60),
+            tombstone_ttl: Duration::from_secs(60),
+            max_runs: 100,
+            max_retained: 10,
+            max_tombstones: 10,
+            max_retained_per_user: 4,
+            max_tombstones_per_user: 3,
+        },
+        None,
+    );
+    let bob = runs
+        .register(key("bob", RequestId::Number(0)), None)
+        .await
+        .unwrap();
+    let bob_id = bob.id().to_owned();
+    bob.finish(RunState::Completed);
+    for i in 1..=50 {
+        let run = runs
+            .register(key("alice", RequestId::Number(i)), None)
+            .await
+            .unwrap();
+        run.finish(RunState::Completed);
+    }
+    assert!(runs.status(&bob_id, &user("bob")).await.is_ok());
+    assert_eq!(runs.kept().0, 5, "alice keeps her share of 4, bob his 1");
+    // Cancels waiting for their runs: alice's beyond her share are refused (429), and bob's
+    // and the admin's are still admitted and kept.
+    let alice_cancels = async |n: usize| {
+        let mut answers = Vec::new();
+        for i in 0..n {
+            let caller = Caller::new("alice", vec!["admin.system_config".into()]);
+            answers.push(
+                runs.cancel(&format!("x{i}"), &caller, None, Some("carol"))
+                    .await,
+            );
+        }
+        answers
+    };
+    let answers = alice_cancels(5).await;
+    assert!(answers[..3].iter().all(|a| *a == Ok(CancelOutcome::Queued)));
+    assert!(matches!(
+        answers[3],
+        Err(ApiError::TooManyWaiting {
+            user: true,
+            key: "limits.max_tombstones_per_user",
+            limit: 3
+        })
+    ));
+    assert_eq!(
+        runs.cancel("y", &admin(), None, Some("carol")).await,
+        Ok(CancelOutcome::Queued)
+    );
+    let y = runs
+        .register(key("carol", RequestId::String("y".into())), None)
+        .await
+        .unwrap();
+    assert!(y.token().is_cancelled());
+}
+
+#[tokio::test]
+async fn a_run_id_names_only_its_run_and_an_admins_bare_id_must_name_the_user() {
+    let runs = runs(100, 100, 100);
+    let victim = runs
+        .register(key("alice", RequestId::Number(1)), None)
+        .await
+        .unwrap();
+    // Mallory gives her call a string id equal to alice's run id.
+    let _decoy = runs
+        .register(key("mallory", RequestId::String(victim.id().into())), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        runs.cancel(victim.id(), &admin(), None, None).await,
+        Ok(CancelOutcome::Cancelled)
+    );
+    assert!(victim.token().is_cancelled());
+    // A bare id that names nothing: refused unless the admin says whose run it waits for.
+    assert_eq!(
+        runs.cancel("later", &admin(), None, None).await,
+        Err(ApiError::NoRunYet)
+    );
+    assert_eq!(
+        runs.cancel("later", &admin(), None, Some("bob")).await,
+        Ok(CancelOutcome::Queued)
+    );
+    let carol = runs
+        .register(key("carol", RequestId::String("later".into())), None)
+        .await
+        .unwrap();
+    assert!(!carol.token().is_cancelled(), "the tombstone is bob's only");
+    let bob = runs
+        .register(key("bob", RequestId::String("later".into())), None)
+        .await
+        .unwrap();
+    assert!(bob.token().is_cancelled());
+    assert_eq!(
+        runs.cancel("1", &user("bob"), None, Some("alice")).await,
+        Err(ApiError::UserNotAllowed)
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_after_the_answer_won_is_not_applied_and_one_before_it_wins() {
+    let runs = runs(100, 100, 100);
+    let won = runs
+        .register(key("alice", RequestId::Number(1)), None)
+        .await
+        .unwrap();
+    assert!(won.settle());
+    assert_eq!(
+        runs.cancel(won.id(), &user("alice"), None, None).await,
+        Ok(CancelOutcome::Queued)
+    );
+    assert!(!won.token().is_cancelled());
+    let won_id = won.id().to_owned();
+    won.finish(RunState::Completed);
+    let status = runs.status(&won_id, &user("alice")).await.unwrap();
+    assert_eq!(
+        (status.state, status.cancelled_at),
+        (RunState::Completed, None)
+    );
+
+    let lost = runs
+        .register(key("alice", RequestId::Number(2)), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        runs.cancel(lost.id(), &user("alice"), None, None).await,
+        Ok(CancelOutcome::Cancelled)
+    );
+    assert!(
+        !lost.settle(),
+        "the cancel came first: the client gets -32800"
+    );
 }
 
 #[tokio::test]
@@ -143,15 +291,15 @@ async fn a_users_cancel_finds_only_its_own_runs_and_an_ambiguous_id_is_refused()
         .await
         .unwrap();
     assert_eq!(
-        runs.cancel("1", &admin(), None).await,
+        runs.cancel("1", &admin(), None, None).await,
         Err(ApiError::Ambiguous(2))
     );
     assert_eq!(
-        runs.cancel("2", &user("bob"), None).await,
+        runs.cancel("2", &user("bob"), None, None).await,
         Err(ApiError::Forbidden)
     );
     assert_eq!(
-        runs.cancel(alice.id(), &user("bob"), None).await,
+        runs.cancel(alice.id(), &user("bob"), None, None).await,
         Err(ApiError::Forbidden)
     );
     assert_eq!(
@@ -160,13 +308,13 @@ async fn a_users_cancel_finds_only_its_own_runs_and_an_ambiguous_id_is_refused()
     );
     assert!(!alice.token().is_cancelled());
     assert_eq!(
-        runs.cancel("1", &user("bob"), None).await,
+        runs.cancel("1", &user("bob"), None, None).await,
         Ok(CancelOutcome::Cancelled)
     );
     assert!(bob.token().is_cancelled() && !alice.token().is_cancelled());
     // Idempotent, and a finished cancelled run still says cancelled.
     assert_eq!(
-        runs.cancel(bob.id(), &admin(), None).await,
+        runs.cancel(bob.id(), &admin(), None, None).await,
         Ok(CancelOutcome::Cancelled)
     );
     let bob_id = bob.id().to_owned();
@@ -174,12 +322,12 @@ async fn a_users_cancel_finds_only_its_own_runs_and_an_ambiguous_id_is_refused()
     let status = runs.status(&bob_id, &admin()).await.unwrap();
     assert_eq!(status.state, RunState::Cancelled);
     assert_eq!(
-        runs.cancel(&bob_id, &admin(), None).await,
+        runs.cancel(&bob_id, &admin(), None, None).await,
         Ok(CancelOutcome::Cancelled)
     );
-    // A user's cancel of nothing leaves no tombstone (403); an admin's does.
+    // A user's cancel of nothing leaves no tombstone (403).
     assert_eq!(
-        runs.cancel("9", &user("alice"), None).await,
+        runs.cancel("9", &user("alice"), None, None).await,
         Err(ApiError::Forbidden)
     );
     assert_eq!(runs.kept().1, 0);

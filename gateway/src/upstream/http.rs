@@ -22,6 +22,10 @@
 //!   stale) lists the tools again, which teaches the client the annotations, and is sent once
 //!   more.
 //! - **Shutdown** closes the peer and waits for the client to end the session (`DELETE`).
+//! - **Credentials.** A user and password in the URL are sent as `Authorization: Basic` and
+//!   never reach the runtime's client; what an [`CallError::Unavailable`] or
+//!   [`CallError::Lost`] says has the URL's password and query hidden (see
+//!   [`UpstreamUrl`]).
 //!
 //! Bounds: each answer and event is at most [`MAX_MESSAGE_BYTES`] (beyond, the call is lost);
 //! requests beyond the client's in-flight and concurrency bounds wait their turn; connecting
@@ -36,11 +40,12 @@ use cancelkit::JsonRpcError;
 use cancelkit::http::client::{Bridge, HttpClient, TransportFailure};
 use cancelkit::peer::{DEFAULT_DISCOVER_TIMEOUT, PeerHandle, RequestError};
 use cancelkit::wire::{chain, headers::HEADER_MISMATCH};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::peer::{Calls, client_info};
+use super::redact::UpstreamUrl;
 use super::{CallError, ToolCall};
 
 /// The largest JSON answer, or SSE event, read from an upstream (16 MiB).
@@ -56,6 +61,8 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// A Streamable HTTP upstream.
 pub struct HttpUpstream {
     name: String,
+    /// The configured URL, and how to speak of it.
+    target: UpstreamUrl,
     /// The client for the endpoint, or why there is none (a bad URL).
     client: Result<HttpClient, String>,
     calls: Calls,
@@ -72,14 +79,7 @@ impl fmt::Debug for HttpUpstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpUpstream")
             .field("name", &self.name)
-            .field(
-                "url",
-                &self
-                    .client
-                    .as_ref()
-                    .map(|c| c.url().as_str())
-                    .unwrap_or("<invalid>"),
-            )
+            .field("url", &self.target.redacted())
             .finish_non_exhaustive()
     }
 }
@@ -132,6 +132,7 @@ impl HttpUpstream {
         headers: &BTreeMap<String, String>,
         trusted: Vec<reqwest::Certificate>,
     ) -> HttpUpstream {
+        let target = UpstreamUrl::new(url);
         let mut defaults = HeaderMap::new();
         for (key, value) in headers {
             match (
@@ -145,6 +146,15 @@ impl HttpUpstream {
                 _ => tracing::error!(upstream = name, header = %key, "invalid header left out"),
             }
         }
+        if let Some(basic) = target.basic_auth() {
+            if defaults.contains_key(AUTHORIZATION) {
+                tracing::warn!(
+                    upstream = name,
+                    "the user and password of the URL replace the `Authorization` header"
+                );
+            }
+            defaults.insert(AUTHORIZATION, basic.clone());
+        }
         let client = reqwest::Client::builder()
             .tls_certs_merge(trusted)
             .default_headers(defaults)
@@ -155,19 +165,23 @@ impl HttpUpstream {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
             .and_then(|http| {
-                HttpClient::new(url)
+                let endpoint = target
+                    .endpoint()
+                    .map_err(|why| format!("invalid URL: {why}"))?;
+                HttpClient::new(endpoint.clone())
                     .map(|client| {
                         client
                             .with_http_client(http)
                             .max_event_bytes(MAX_MESSAGE_BYTES)
                     })
-                    .map_err(|e| format!("invalid URL `{url}`: {e}"))
+                    .map_err(|e| target.scrub(&format!("invalid URL {}: {e}", target.redacted())))
             });
         if let Err(why) = &client {
             tracing::error!(upstream = name, "{why}");
         }
         HttpUpstream {
             name: name.to_owned(),
+            target,
             client,
             calls: Calls::new(name),
             connection: Mutex::new(None),
@@ -177,6 +191,20 @@ impl HttpUpstream {
     /// Its configured name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many `notifications/tools/list_changed` it sent.
+    pub fn list_changes(&self) -> u64 {
+        self.calls.list_changes()
+    }
+
+    /// `error` with the URL's password and query hidden from what it says.
+    fn scrubbed(&self, error: CallError) -> CallError {
+        match error {
+            CallError::Unavailable(why) => CallError::Unavailable(self.target.scrub(&why)),
+            CallError::Lost(why) => CallError::Lost(self.target.scrub(&why)),
+            rpc @ CallError::Rpc(_) => rpc,
+        }
     }
 
     /// The connected peer: the one in use, or a new one once its handshake succeeded.
@@ -250,7 +278,8 @@ impl HttpUpstream {
     pub async fn list_tools(&self) -> Result<Vec<Value>, CallError> {
         let listed =
             Box::pin(self.run(|handle| async move { self.calls.list_tools(&handle).await }))
-                .await?;
+                .await
+                .map_err(|e| self.scrubbed(e))?;
         listed.map_err(|why| CallError::Rpc(JsonRpcError::internal(why)))
     }
 
@@ -272,6 +301,7 @@ impl HttpUpstream {
                 .await
         })
         .await
+        .map_err(|e| self.scrubbed(e))
     }
 
     /// Closes the connection: what is in flight is cancelled, and a session is ended

@@ -1,6 +1,7 @@
 //! What an upstream does once a cancelkit client [`Peer`] reaches it, whatever carries the
 //! peer (a stdio child, a Streamable HTTP server): the builder of such peers, `tools/list`
-//! page by page, and `tools/call` with its progress forwarded to the caller.
+//! page by page, `tools/call` with its progress forwarded to the caller, and a count of the
+//! upstream's `notifications/tools/list_changed`.
 //!
 //! Cancelling a call is dropping its future: the runtime cancels the upstream request the way
 //! the transport and the revision want (`notifications/cancelled` with the upstream's own id,
@@ -35,6 +36,7 @@ pub(super) struct Calls {
     name: String,
     watches: Watches,
     next_token: AtomicU64,
+    list_changes: Arc<AtomicU64>,
 }
 
 /// The `clientInfo` the gateway gives upstreams.
@@ -48,20 +50,36 @@ impl Calls {
             name: name.to_owned(),
             watches: Arc::default(),
             next_token: AtomicU64::new(1),
+            list_changes: Arc::default(),
         }
     }
 
+    /// How many `notifications/tools/list_changed` the upstream sent.
+    pub(super) fn list_changes(&self) -> u64 {
+        self.list_changes.load(Ordering::SeqCst)
+    }
+
     /// A client peer for this upstream: any revision (`server/discover`, else `initialize`),
-    /// no client capabilities, upstream progress forwarded to the call that asked for it.
+    /// no client capabilities, upstream progress forwarded to the call that asked for it,
+    /// `notifications/tools/list_changed` counted.
     pub(super) fn builder(&self) -> PeerBuilder {
         let watches = Arc::clone(&self.watches);
-        let router = Router::new().notification(
-            "notifications/progress",
-            move |mut params: Value, _cx: Context| {
-                let watches = Arc::clone(&watches);
-                async move { forward_progress(&watches, &mut params) }
-            },
-        );
+        let list_changes = Arc::clone(&self.list_changes);
+        let router = Router::new()
+            .notification(
+                "notifications/progress",
+                move |mut params: Value, _cx: Context| {
+                    let watches = Arc::clone(&watches);
+                    async move { forward_progress(&watches, &mut params) }
+                },
+            )
+            .notification(
+                "notifications/tools/list_changed",
+                move |_: Value, _cx: Context| {
+                    list_changes.fetch_add(1, Ordering::SeqCst);
+                    async {}
+                },
+            );
         Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
             .client_capabilities(json!({}))
             .answer_cancelled(false)

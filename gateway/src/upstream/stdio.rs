@@ -9,8 +9,14 @@
 //!
 //! Cancelling a call is dropping its future: the runtime sends `notifications/cancelled` with
 //! the upstream's own request id (and the cause of the enclosing scope's cancel as reason).
+//!
+//! **Environment.** The child does not inherit the gateway's environment, which holds the
+//! gateway's own secrets (`JWT_SECRET_KEY`, `REDIS_URL`): it starts from an empty one plus the
+//! harmless variables of [`INHERITED_BY_DEFAULT`], those its `inherit_env` names, and its
+//! `env` table ([`child_env`]).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -30,6 +36,47 @@ pub use super::peer::MAX_PROGRESS_WATCHES;
 /// How long a call waits for a (re)starting child.
 pub const START_WAIT: Duration = Duration::from_secs(10);
 
+/// The gateway's environment variables every stdio child inherits (when they are set): where
+/// programs are found, who and where the user is, the locale, the time zone and the temporary
+/// directory. Nothing that usually holds a credential.
+pub const INHERITED_BY_DEFAULT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+];
+
+/// A child's whole environment: the variables of [`INHERITED_BY_DEFAULT`] and `inherit` that
+/// `lookup` (the gateway's environment) has, then `set` (which wins).
+pub fn child_env(
+    inherit: &[String],
+    set: &BTreeMap<String, String>,
+    lookup: impl Fn(&str) -> Option<OsString>,
+) -> BTreeMap<OsString, OsString> {
+    let mut env = BTreeMap::new();
+    let inherited = INHERITED_BY_DEFAULT
+        .iter()
+        .copied()
+        .chain(inherit.iter().map(String::as_str));
+    for name in inherited {
+        if let Some(value) = lookup(name) {
+            env.insert(OsString::from(name), value);
+        }
+    }
+    for (name, value) in set {
+        env.insert(OsString::from(name), OsString::from(value));
+    }
+    env
+}
+
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
 const HEALTHY_AFTER: Duration = Duration::from_secs(60);
@@ -46,14 +93,14 @@ pub struct StdioUpstream {
 }
 
 impl StdioUpstream {
-    /// Spawns and supervises the child (in the background: this never fails; a child that
-    /// cannot start is retried with backoff, and calls meanwhile get
-    /// [`CallError::Unavailable`]).
+    /// Spawns and supervises the child with exactly the environment `env` (see
+    /// [`child_env`]), in the background: this never fails; a child that cannot start is
+    /// retried with backoff, and calls meanwhile get [`CallError::Unavailable`].
     pub fn start(
         name: &str,
         program: PathBuf,
         args: Vec<String>,
-        env: BTreeMap<String, String>,
+        env: BTreeMap<OsString, OsString>,
     ) -> StdioUpstream {
         let (tx, rx) = watch::channel(None);
         let calls = Arc::new(Calls::new(name));
@@ -88,6 +135,11 @@ impl StdioUpstream {
     /// Its configured name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many `notifications/tools/list_changed` its children sent.
+    pub fn list_changes(&self) -> u64 {
+        self.calls.list_changes()
     }
 
     /// How many times the child was started again after it went away.
@@ -156,7 +208,7 @@ struct Supervisor {
     name: String,
     program: PathBuf,
     args: Vec<String>,
-    env: BTreeMap<String, String>,
+    env: BTreeMap<OsString, OsString>,
     current: watch::Sender<Option<PeerHandle>>,
     calls: Arc<Calls>,
     stop: CancellationToken,
@@ -199,6 +251,7 @@ impl Supervisor {
         let mut command = tokio::process::Command::new(&self.program);
         command
             .args(&self.args)
+            .env_clear()
             .envs(&self.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -256,5 +309,42 @@ impl Supervisor {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_gets_the_defaults_its_inherit_env_and_its_env_only() {
+        let gateway = |name: &str| {
+            let value = match name {
+                "PATH" => "/bin",
+                "JWT_SECRET_KEY" => "gateway-secret",
+                "REDIS_URL" => "redis://:pw@h/",
+                "PROXY" => "http://proxy",
+                "LANG" => "C.UTF-8",
+                _ => return None,
+            };
+            Some(OsString::from(value))
+        };
+        let set = BTreeMap::from([
+            ("API_KEY".to_owned(), "k".to_owned()),
+            ("LANG".to_owned(), "de_DE.UTF-8".to_owned()),
+        ]);
+        let env = child_env(&["PROXY".to_owned(), "MISSING".to_owned()], &set, gateway);
+        let names: Vec<_> = env
+            .keys()
+            .map(|k| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["API_KEY", "LANG", "PATH", "PROXY"]);
+        assert_eq!(env[&OsString::from("LANG")], "de_DE.UTF-8", "env wins");
+        let listed = child_env(&["JWT_SECRET_KEY".to_owned()], &BTreeMap::new(), gateway);
+        assert!(
+            listed.contains_key(&OsString::from("JWT_SECRET_KEY")),
+            "only when listed"
+        );
+        assert!(!listed.contains_key(&OsString::from("REDIS_URL")));
     }
 }

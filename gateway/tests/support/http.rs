@@ -147,6 +147,18 @@ pub async fn cancel_at(
     Reply::read(response).await
 }
 
+/// `POST /cancellation/cancel` with `body` as it is, as `user`.
+pub async fn cancel_with(gateway: &Gateway, user: &str, body: Value) -> Reply {
+    let response = client()
+        .post(gateway.url("/cancellation/cancel"))
+        .bearer_auth(token(user))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /cancellation/cancel");
+    Reply::read(response).await
+}
+
 /// `GET {prefix}/cancellation/status/{id}` as `user` (`id` goes into the path as it is).
 pub async fn status_at(gateway: &Gateway, prefix: &str, user: &str, id: &str) -> Reply {
     let response = client()

@@ -27,6 +27,9 @@ listen = "127.0.0.1:0"
 admin = ["admin.system_config", "tools.execute"]
 alice = ["tools.execute"]
 bob = ["tools.execute"]
+carol = ["tools.execute"]
+mallory = ["tools.execute"]
+ops = ["admin.system_config"]
 
 [[upstream]]
 name = "demo"
