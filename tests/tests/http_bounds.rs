@@ -12,6 +12,9 @@
 //!   than the bound on its own;
 //! - the replay buffers of a session's streams keep at most `session_replay_bytes` together.
 
+#[path = "support/mcp_post.rs"]
+mod mcp_post;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -119,21 +122,7 @@ fn client() -> reqwest::Client {
 }
 
 fn post(url: &str, session: Option<&str>, message: &Value) -> reqwest::RequestBuilder {
-    let mut request = client()
-        .post(url)
-        .header("accept", headers::ACCEPT_JSON_OR_SSE)
-        .json(message);
-    if let Some(session) = session {
-        request = request.header(headers::SESSION_ID, session);
-    }
-    if message["params"]["_meta"][meta::PROTOCOL_VERSION] == V2026 {
-        request = request.header(headers::PROTOCOL_VERSION, V2026);
-        let method = message["method"].as_str().unwrap_or_default();
-        for (name, value) in headers::routing(method, &message["params"]) {
-            request = request.header(name, value);
-        }
-    }
-    request
+    mcp_post::post(&client(), url, session, message)
 }
 
 /// `message` stamped for MCP 2026-07-28 (keeping what its `_meta` has).

@@ -18,13 +18,16 @@
 //!   GET, resumption and DELETE); `stop_streams_on` ends the GET streams, not the calls;
 //! - bad input: every refusal with its status and JSON-RPC error.
 
+#[path = "support/mcp_post.rs"]
+mod mcp_post;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cancelkit::http::server::{HttpRequest, McpHttpServer};
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
 use cancelkit::wire::origin::OriginPolicy;
-use cancelkit::wire::{headers, meta, sse};
+use cancelkit::wire::{headers, sse};
 use cancelkit::{JsonRpcError, cancel_reason};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -215,22 +218,7 @@ fn client() -> reqwest::Client {
 }
 
 fn post(url: &str, session: Option<&str>, message: &Value) -> reqwest::RequestBuilder {
-    let mut request = client()
-        .post(url)
-        .header("accept", headers::ACCEPT_JSON_OR_SSE)
-        .json(message);
-    if let Some(session) = session {
-        request = request.header(headers::SESSION_ID, session);
-    }
-    // A 2026-07-28 request names its version, method and tool in headers too.
-    if message["params"]["_meta"][meta::PROTOCOL_VERSION] == V2026 {
-        request = request.header(headers::PROTOCOL_VERSION, V2026);
-        let method = message["method"].as_str().unwrap_or_default();
-        for (name, value) in headers::routing(method, &message["params"]) {
-            request = request.header(name, value);
-        }
-    }
-    request
+    mcp_post::post(&client(), url, session, message)
 }
 
 fn stamped(mut message: Value) -> Value {

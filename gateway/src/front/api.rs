@@ -20,8 +20,9 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::runs::{ApiError, CancelOutcome};
 
-/// The longest `requestId` accepted.
-pub const MAX_REQUEST_ID_LEN: usize = 256;
+/// The longest `requestId` accepted: the bound the runtime puts on a JSON-RPC id (`/mcp`), so
+/// that every id a client can give its call can also name it here (and `/rpc` uses it too).
+pub const MAX_REQUEST_ID_LEN: usize = cancelkit::peer::DEFAULT_MAX_ID_LEN;
 /// The longest reason accepted.
 pub const MAX_REASON_LEN: usize = 4096;
 

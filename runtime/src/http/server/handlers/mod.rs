@@ -1,7 +1,10 @@
 //! `POST`, `GET` and `DELETE` on the served path: here `POST` and what every method checks;
 //! a session's life (`initialize`, `GET`, `DELETE`) in `sessions.rs`.
 
+mod head;
 mod sessions;
+
+use head::{accepts, check_origin, is_2026, is_json, json, rpc_error, session_header};
 
 pub(super) use sessions::{delete, get};
 
@@ -30,74 +33,6 @@ type Shared = AxumState<Arc<State>>;
 
 /// The one revision of the shared peer.
 const V2026: &str = McpRevision::V2026_07_28.text();
-
-/// A response whose body is one JSON-RPC error.
-fn rpc_error(status: StatusCode, id: Option<&RequestId>, code: i64, message: &str) -> Response {
-    let error = JsonRpcError::new(ErrorCode::from(code), message);
-    json(status, wire::error(id, &error))
-}
-
-fn json(status: StatusCode, body: impl Into<Body>) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.into(),
-    )
-        .into_response()
-}
-
-/// DNS-rebinding protection: the refusal, if the request is refused.
-fn check_origin(state: &State, headers: &HeaderMap) -> Option<Response> {
-    let value = |name| headers.get(name).map(HeaderValue::as_bytes);
-    let refused = state
-        .options
-        .origin
-        .check(value(header::ORIGIN), value(header::HOST))
-        .err()?;
-    Some((StatusCode::FORBIDDEN, refused.to_string()).into_response())
-}
-
-/// Whether the client takes JSON, and event streams (no `Accept`: both).
-fn accepts(headers: &HeaderMap) -> (bool, bool) {
-    let mut values = headers.get_all(header::ACCEPT).iter().peekable();
-    if values.peek().is_none() {
-        return (true, true);
-    }
-    let (mut json, mut sse) = (false, false);
-    for range in values
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-    {
-        let media = range.split(';').next().unwrap_or_default().trim();
-        let media = media.to_ascii_lowercase();
-        json |= matches!(media.as_str(), "application/json" | "application/*" | "*/*");
-        sse |= matches!(media.as_str(), sse::CONTENT_TYPE | "text/*" | "*/*");
-    }
-    (json, sse)
-}
-
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
-}
-
-fn session_header(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(mcp_headers::SESSION_ID)
-        .and_then(|v| v.to_str().ok())
-}
-
-/// [`admission::is_2026`] on raw params (parsed only when they may hold an envelope key).
-fn is_2026(headers: &HeaderMap, method: &str, params: Option<&RawValue>) -> bool {
-    let params = params
-        .filter(|p| wire::may_have_key(p, "io.modelcontextprotocol/"))
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_default();
-    admission::is_2026(headers, method, &params)
-}
 
 /// Where a POST goes.
 enum Target {
