@@ -335,7 +335,7 @@ async fn session_cancel(
                     "no $/cancel_request within {CASCADE_WINDOW:?} of session/cancel for: {}",
                     missed.join(", ")
                 );
-                (Outcome::Fail, detail)
+                (Outcome::Info, detail)
             }
         };
         (stop, cascade)

@@ -14,6 +14,7 @@
 //! * [`acp_session`] — the ACP handshake and the client's side of an agent's own requests.
 //! * [`acp`] — the ACP scenarios around a slow prompt, and the run.
 //! * [`acp_ignore`] — the ACP scenarios without a prompt: ignored cancels, `initialize`.
+//! * [`report`] — the run's report: its verdict, the table, the JSON.
 //!
 //! The exit code is 0 when every MUST and SHOULD check passes (with `--musts-only`, every MUST),
 //! 1 when one fails, 2 when the server or agent could not be started or did not complete the
@@ -23,13 +24,15 @@ pub mod acp;
 pub mod acp_ignore;
 pub mod acp_session;
 pub mod mcp;
+pub mod report;
 pub mod session;
 pub mod subscriptions;
 pub mod tasks;
 pub mod wire;
 
+pub use report::Report;
+
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -85,8 +88,11 @@ pub enum Outcome {
     Pass,
     /// It did not.
     Fail,
-    /// The check does not apply to the negotiated revision.
+    /// The check could not be judged: it does not apply to the revision spoken, or what it
+    /// needs did not happen (the detail says which).
     NotApplicable,
+    /// A MAY check the server or agent does not take up: reported, never a failure.
+    Info,
 }
 
 /// One check of one scenario.
@@ -185,101 +191,6 @@ fn cut(text: &str) -> String {
     match text.char_indices().nth(EVIDENCE_CHARS) {
         Some((at, _)) => format!("{}...", &text[..at]),
         None => text.to_owned(),
-    }
-}
-
-/// The whole run.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// What was checked: `mcp` (a server) or `acp` (an agent).
-    pub target: &'static str,
-    /// The server's or agent's command line (empty with `--url`).
-    pub command: Vec<String>,
-    /// The server's Streamable HTTP endpoint, with `--url`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// The revision the checks ran at (ACP: the protocol version, `1`).
-    pub revision: String,
-    /// How it was chosen: `server/discover`, `initialize`, or `forced` with `--revision`.
-    pub negotiated_by: String,
-    /// The slow call: MCP tool and arguments, or the ACP prompt.
-    pub slow_call: Value,
-    /// The fast call: the method and params used for liveness.
-    pub fast_call: Value,
-    /// ACP: the agent's `agentInfo` and `agentCapabilities` from `initialize`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent: Option<Value>,
-    /// `pass` or `fail`, as the exit code says.
-    pub verdict: Outcome,
-    /// Whether only MUST checks decided the verdict.
-    pub musts_only: bool,
-    /// The checks, in the order they ran.
-    pub checks: Vec<Check>,
-}
-
-impl Report {
-    /// Whether every check that decides passed: MUST and SHOULD ones, or MUST ones alone.
-    pub fn decide(checks: &[Check], musts_only: bool) -> Outcome {
-        let deciding = |c: &&Check| c.word == Word::Must || (c.word == Word::Should && !musts_only);
-        if checks
-            .iter()
-            .filter(deciding)
-            .all(|c| c.result != Outcome::Fail)
-        {
-            Outcome::Pass
-        } else {
-            Outcome::Fail
-        }
-    }
-
-    /// The exit code: 0 pass, 1 fail.
-    pub fn exit_code(&self) -> u8 {
-        u8::from(self.verdict == Outcome::Fail)
-    }
-
-    /// A human-readable table: id, word, result, detail.
-    pub fn table(&self) -> String {
-        let mut out = format!(
-            "cancelkit check {}: revision {} (by {})\n\n",
-            self.target, self.revision, self.negotiated_by
-        );
-        let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(2);
-        let _ = writeln!(out, "{:width$}  {:6}  {:6}  DETAIL", "ID", "WORD", "RESULT");
-        for check in &self.checks {
-            let word = match check.word {
-                Word::Must => "MUST",
-                Word::Should => "SHOULD",
-                Word::May => "MAY",
-            };
-            let result = match check.result {
-                Outcome::Pass => "pass",
-                Outcome::Fail => "FAIL",
-                Outcome::NotApplicable => "n/a",
-            };
-            let _ = writeln!(
-                out,
-                "{:width$}  {word:6}  {result:6}  {}",
-                check.id, check.detail
-            );
-        }
-        let failed = self.checks.iter().filter(|c| c.result == Outcome::Fail);
-        for check in failed {
-            let _ = writeln!(out, "\n{} evidence:", check.id);
-            for line in &check.evidence {
-                let _ = writeln!(out, "  {line}");
-            }
-        }
-        let _ = writeln!(
-            out,
-            "\nverdict: {}{}",
-            if self.verdict == Outcome::Pass {
-                "pass"
-            } else {
-                "FAIL"
-            },
-            if self.musts_only { " (MUSTs only)" } else { "" }
-        );
-        out
     }
 }
 
