@@ -1,12 +1,14 @@
 //! Shared helpers for cancelkit's cross-crate tests and benchmarks: loading `schema/` and
 //! validating instances against one definition with the `jsonschema` crate (feature `schema`, on
 //! by default), comparing JSON the way the wire does, building the runtime's examples in the
-//! tests' own profile, the pinned Node peers, an idle-cutting proxy ([`proxy`]), headless Chromium ([`chromium`]), and a counting global
-//! allocator ([`alloc`]).
+//! tests' own profile, the pinned Node and Python peers (among them two third-party MCP servers,
+//! run over stdio or over Streamable HTTP on loopback: [`http_peer`]), an idle-cutting proxy
+//! ([`proxy`]), headless Chromium ([`chromium`]), and a counting global allocator ([`alloc`]).
 
 pub mod alloc;
 pub mod apt;
 pub mod chromium;
+pub mod http_peer;
 pub mod load;
 pub mod node;
 pub mod proxy;

@@ -1,16 +1,20 @@
-//! The pinned Node peers of `tests/node/`, installed under `target/interop/node` on first use.
+//! The pinned Node peers of `tests/node/`, installed under `target/interop/node` on first use,
+//! among them the reference server `@modelcontextprotocol/server-everything` ([`server_everything`],
+//! [`start_server_everything_http`]).
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::http_peer::HttpPeer;
 use crate::workspace_root as root;
 
 /// The packages every Node peer needs: an install without one of them is redone.
-const REQUIRED: [&str; 4] = [
+const REQUIRED: [&str; 5] = [
     "@modelcontextprotocol/sdk",
     "@agentclientprotocol/sdk",
     "@modelcontextprotocol/conformance",
+    "@modelcontextprotocol/server-everything",
     "glob",
 ];
 
@@ -71,4 +75,52 @@ fn install_now() -> PathBuf {
         }
     }
     target
+}
+
+/// The entry point of `@modelcontextprotocol/server-everything` (pinned in
+/// `tests/node/package.json`), `dist/index.js` under the install; installs it first if needed.
+///
+/// Run it as `node INDEX stdio` (the default when no argument is given; newline-delimited
+/// JSON-RPC on stdin/stdout, its log on stderr) or `node INDEX streamableHttp`. Over Streamable
+/// HTTP it takes its port from the environment variable `PORT` (3001 if unset; no command-line
+/// option) and serves one endpoint, `/mcp` (POST, GET for the standalone stream, DELETE to end a
+/// session; sessions by `Mcp-Session-Id`). It calls `app.listen(PORT)` without a host, so on its
+/// own it listens on every interface (`*:PORT`) and has no option to change that: start it with
+/// `node --import ./loopback_only.mjs INDEX streamableHttp` from the install directory (a
+/// preload in `tests/node/` that makes a server listening without a host listen on 127.0.0.1), as
+/// [`start_server_everything_http`] does.
+pub fn server_everything() -> PathBuf {
+    let index = install()
+        .join("node_modules")
+        .join("@modelcontextprotocol")
+        .join("server-everything")
+        .join("dist")
+        .join("index.js");
+    assert!(
+        index.exists(),
+        "the npm install has no {}: is @modelcontextprotocol/server-everything in \
+         tests/node/package.json?",
+        index.display()
+    );
+    index
+}
+
+/// Starts server-everything over Streamable HTTP on a free port of 127.0.0.1 only (`PORT=<port>`
+/// and the `loopback_only.mjs` preload, see [`server_everything`]) and waits until it listens;
+/// the returned guard's [`HttpPeer::url`] is `http://127.0.0.1:<port>/mcp`. Dropping the guard
+/// kills the server.
+pub fn start_server_everything_http() -> HttpPeer {
+    let index = server_everything();
+    let dir = install();
+    HttpPeer::start("server-everything", "/mcp", |port| {
+        let mut command = Command::new("node");
+        command
+            .arg("--import")
+            .arg(dir.join("loopback_only.mjs"))
+            .arg(&index)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .current_dir(&dir);
+        command
+    })
 }

@@ -1,5 +1,8 @@
 //! The MCP cancellation scenarios of `cancelkit check mcp`, each yielding one or more checks with
-//! a stable id.
+//! a stable id. A calibration ([`super::calibrate`]) comes first; every scenario that needs a
+//! slow call starts from a quiet server ([`Session::quiesce`]) and judges only what it observed:
+//! a call answered before its cancel could be sent is not counted, and a check none of whose
+//! trials held is `n/a` with the reason.
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
@@ -8,12 +11,12 @@ use cancelkit_wire::McpRevision;
 use serde_json::{Value, json};
 
 use super::session::Session;
-use super::wire::Pending;
+use super::watch::{self, ProgressWatch};
 use super::{Check, Evidence, Options, Outcome, Report, Unreachable, Word, check, pass_if};
-use super::{subscriptions, tasks};
+use super::{calibrate, concurrent, subscriptions, tasks};
 
 /// Every published revision.
-const ALL: &[&str] = &McpRevision::VERSIONS;
+pub(super) const ALL: &[&str] = &McpRevision::VERSIONS;
 /// The revisions with the `initialize` handshake (all but the newest).
 const LEGACY: &[&str] = McpRevision::VERSIONS.split_at(1).1;
 
@@ -21,41 +24,42 @@ pub(super) const NO_RESPONSE: &str = "MCP cancellation: the receiver should stop
 pub(super) const ANSWERED: &str = "JSON-RPC 2.0: the server must reply to every request";
 const NOT_ANSWERED: &str =
     "JSON-RPC 2.0: the server must not reply to a notification; MCP: invalid cancels are ignored";
+const PROGRESS_STOPS: &str = "MCP cancellation: the receiver should stop processing the cancelled request; MCP progress: notifications reference only in-progress operations, and stop when the operation ends";
 
-/// How long a cancel is given to land before the slow call it names is expected in flight.
-pub(super) const SETTLE: Duration = Duration::from_millis(100);
-/// How long a cancelled call is watched for a response that must not come.
+/// The check a cancelled call's answer counts against, wherever it was cancelled.
+pub(super) const NO_RESPONSE_ID: &str = "mcp.cancel.no_response";
+const PROGRESS_ID: &str = "mcp.cancel.progress_stops";
+
+/// How long a cancelled call is watched for a response that must not come (2026-07-28 over
+/// HTTP: once its stream is closed nothing more can come).
 pub(super) const QUIET: Duration = Duration::from_secs(1);
 /// How long an ignored cancel is watched for a reply before the liveness check.
 const IGNORE_QUIET: Duration = Duration::from_millis(300);
-/// The slow call's `seconds` in the scenarios that run many of them.
-const SHORT_SECONDS: f64 = 1.0;
-/// The calls of the parallel scenario; every second one is cancelled.
-const PARALLEL: usize = 100;
-/// The repeats of the responsiveness scenario.
-const REPEATS: usize = 20;
+/// How often a scenario tries again when its slow call was answered before the cancel.
+pub(super) const TRIALS: usize = 3;
 
-/// Starts the server, runs every scenario, and reports.
+/// Starts the server, calibrates, runs every scenario, watches to the end, and reports.
 pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unreachable> {
     let mut s = Session::open(options, command).await?;
+    let calibration = calibrate::run(&mut s).await?;
+    let slow_call = json!({
+        "tool": options.tool,
+        "arguments": options.args,
+        "calibration": calibration.describe(),
+    });
+    s.calibration = Some(calibration);
     let mut checks = Vec::new();
-    let cancelled = in_flight(&mut s, &mut checks).await;
+    let mut progress = Vec::new();
+    in_flight(&mut s, &mut checks, &mut progress).await;
     ignored(&mut s, &mut checks).await;
-    id_types(&mut s, &mut checks).await;
-    parallel(&mut s, &mut checks).await;
-    responsiveness(&mut s, &mut checks).await;
+    concurrent::id_types(&mut s, &mut checks).await;
+    concurrent::parallel(&mut s, &mut checks).await;
+    concurrent::responsiveness(&mut s, &mut checks).await;
     tasks::run(&mut s, &mut checks).await;
     let listens = subscriptions::listen(&mut s, &mut checks).await;
-    // The first scenario's cancelled call may have been answered late, while the others ran.
-    if let Some((at, mut pending)) = cancelled
-        && let Some(frame) = pending.now()
-    {
-        let late = &mut checks[at];
-        late.result = Outcome::Fail;
-        late.detail = "the cancelled call was answered later, while other scenarios ran".into();
-        late.evidence
-            .push(format!("<- {}", super::cut(&frame.to_string())));
-    }
+    // Every cancelled call and every kept one, until the run ends; progress after a cancel.
+    watch::sweep(&mut s, &mut checks).await;
+    watch::judge_progress(&s, &progress, &mut checks);
     // Judged last: every notifications/cancelled the server sent during the whole run.
     subscriptions::server_cancels(&s, &listens, &mut checks);
     let verdict = Report::decide(&checks, options.musts_only);
@@ -65,7 +69,7 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
         url: options.url.clone(),
         revision: s.version.clone(),
         negotiated_by: s.by.into(),
-        slow_call: s.slow(None),
+        slow_call,
         fast_call: json!({"method": s.fast().0, "params": s.fast().1}),
         agent: None,
         verdict,
@@ -76,33 +80,105 @@ pub async fn run(options: &Options, command: &[OsString]) -> Result<Report, Unre
     Ok(report)
 }
 
-/// Scenario 1: a cancelled in-flight call gets no response, and the server keeps serving. Returns
-/// the index of the no-response check and the call, to look again for a late answer at the end.
-async fn in_flight(s: &mut Session, checks: &mut Vec<Check>) -> Option<(usize, Pending)> {
+/// `n/a` checks for a scenario that needs a slow call there is not.
+pub(super) fn not_applicable(
+    checks: &mut Vec<Check>,
+    list: &[(&'static str, Word, &'static str)],
+    why: &str,
+) {
+    for (id, word, basis) in list {
+        checks.push(check(
+            id,
+            *word,
+            ALL,
+            basis,
+            Outcome::NotApplicable,
+            why,
+            Evidence::default(),
+        ));
+    }
+}
+
+/// Scenario 1: a cancelled in-flight call gets no response, its progress stops, and the server
+/// keeps serving. The call is watched until the run ends; its progress is judged then.
+async fn in_flight(s: &mut Session, checks: &mut Vec<Check>, progress: &mut Vec<ProgressWatch>) {
+    let list = [
+        (NO_RESPONSE_ID, Word::Should, NO_RESPONSE),
+        (PROGRESS_ID, Word::Should, PROGRESS_STOPS),
+        ("mcp.cancel.keeps_serving", Word::Must, ANSWERED),
+    ];
+    let m = match s.usable() {
+        Ok(m) => m,
+        Err(why) => return not_applicable(checks, &list, &why),
+    };
     let mut ev = Evidence::default();
-    let (id, mut slow) = s.call("tools/call", s.slow(None), &mut ev).await;
-    tokio::time::sleep(SETTLE).await;
-    let (result, detail, keep) = if let Some(early) = slow.now() {
-        ev.got(&early);
-        let detail = "the slow call was answered before the cancel: give a slower --args";
-        (Outcome::NotApplicable, detail.to_owned(), None)
-    } else {
-        let reason = json!({"requestId": id, "reason": "cancelkit check"});
-        s.cancel(reason, &mut ev).await;
-        match slow.wait(QUIET).await {
-            Some(frame) => {
-                ev.got(&frame);
-                let detail = "the cancelled call was answered";
-                (Outcome::Fail, detail.to_owned(), None)
-            }
-            None => {
-                let detail = format!("no response within {QUIET:?} of the cancel");
-                (Outcome::Pass, detail, Some(slow))
-            }
+    let mut held = None;
+    for trial in 1..=TRIALS {
+        s.quiesce().await;
+        let mut call = s.call_slow(&mut ev).await;
+        tokio::time::sleep(m.lead()).await;
+        if let Some((early, at)) = call.pending.now_timed() {
+            ev.got(&early);
+            ev.note(format!(
+                "trial {trial}: answered {} ms in, before the cancel (calibrated: {} ms)",
+                at.saturating_duration_since(call.sent).as_millis(),
+                m.duration.as_millis()
+            ));
+            continue;
         }
+        let closed = s
+            .cancel(
+                json!({"requestId": call.id, "reason": "cancelkit check"}),
+                &mut ev,
+            )
+            .await;
+        held = Some((call, Instant::now(), closed));
+        break;
+    }
+    let Some((mut call, cancelled, closed)) = held else {
+        let why = format!(
+            "in {TRIALS} trials the slow call was answered before the cancel, {} ms in, though \
+             it took {} ms when calibrated",
+            m.lead().as_millis(),
+            m.duration.as_millis()
+        );
+        return not_applicable(checks, &list[..2], &why);
+    };
+    let until = if closed {
+        Instant::now() + QUIET
+    } else {
+        call.sent + m.duration + m.slack()
+    };
+    let (result, detail) = match call.pending.wait_until(until).await {
+        Some((frame, at)) => {
+            ev.got(&frame);
+            let after = at.saturating_duration_since(cancelled).as_millis();
+            let what = if frame.get("error").is_some() {
+                "an error"
+            } else {
+                "a result"
+            };
+            (
+                Outcome::Fail,
+                format!("the cancelled call was answered with {what}, {after} ms after the cancel"),
+            )
+        }
+        None if closed => (
+            Outcome::Pass,
+            "the call's response stream was closed (the cancel); nothing came on it".to_owned(),
+        ),
+        None => (
+            Outcome::Pass,
+            format!(
+                "no response by {} ms after the call (it ends by itself after {} ms; watched until \
+                 the run ended)",
+                (m.duration + m.slack()).as_millis(),
+                m.duration.as_millis()
+            ),
+        ),
     };
     checks.push(check(
-        "mcp.cancel.no_response",
+        NO_RESPONSE_ID,
         Word::Should,
         ALL,
         NO_RESPONSE,
@@ -110,7 +186,41 @@ async fn in_flight(s: &mut Session, checks: &mut Vec<Check>) -> Option<(usize, P
         detail,
         ev,
     ));
-    let at = checks.len() - 1;
+    let (token, sent) = (call.token.clone(), call.sent);
+    s.watch(NO_RESPONSE_ID, call, false);
+    let mut pev = Evidence::default();
+    let (result, detail) = match (m.progress, closed) {
+        (0, _) => (
+            Outcome::NotApplicable,
+            "the slow call sent no notifications/progress when calibrated (with a progressToken)"
+                .to_owned(),
+        ),
+        (_, true) => (
+            Outcome::NotApplicable,
+            "the cancel closed the call's response stream, which carried its progress".to_owned(),
+        ),
+        (n, false) => {
+            pev.note(format!(
+                "calibrated: {n} notifications/progress for the uncancelled call"
+            ));
+            progress.push(ProgressWatch {
+                check: PROGRESS_ID,
+                token,
+                sent,
+                cancelled,
+            });
+            (Outcome::Pass, "judged at the end of the run".to_owned())
+        }
+    };
+    checks.push(check(
+        PROGRESS_ID,
+        Word::Should,
+        ALL,
+        PROGRESS_STOPS,
+        result,
+        detail,
+        pev,
+    ));
     let mut ev = Evidence::default();
     let alive = s.alive(&mut ev).await;
     let detail = match &alive {
@@ -127,7 +237,6 @@ async fn in_flight(s: &mut Session, checks: &mut Vec<Check>) -> Option<(usize, P
         detail,
         ev,
     ));
-    keep.map(|pending| (at, pending))
 }
 
 /// Scenario 2: cancels for an unknown id, a completed request, `initialize` (legacy eras) and
@@ -211,142 +320,4 @@ async fn ignored(s: &mut Session, checks: &mut Vec<Check>) {
             ev,
         ));
     }
-}
-
-/// Scenario 3: ids `1` and `"1"` are different requests: cancelling `"1"` leaves `1` alone.
-async fn id_types(s: &mut Session, checks: &mut Vec<Check>) {
-    let mut ev = Evidence::default();
-    let params = s.slow(Some(SHORT_SECONDS));
-    let mut number = s
-        .call_as(json!(1), "tools/call", params.clone(), &mut ev)
-        .await;
-    let mut string = s.call_as(json!("1"), "tools/call", params, &mut ev).await;
-    tokio::time::sleep(SETTLE).await;
-    s.cancel(
-        json!({"requestId": "1", "reason": "cancelkit check"}),
-        &mut ev,
-    )
-    .await;
-    let wait = s.options.timeout + s.slow_duration(Some(SHORT_SECONDS));
-    let answered = number.wait(wait).await;
-    if let Some(frame) = &answered {
-        ev.got(frame);
-    }
-    let other = string.wait(SETTLE * 3).await;
-    if let Some(frame) = &other {
-        ev.got(frame);
-    }
-    let silent = match other {
-        Some(_) => "; \"1\" was answered too (see mcp.cancel.no_response)",
-        None => "; \"1\" got no response",
-    };
-    let detail = match answered {
-        Some(_) => format!("id 1 answered after \"1\" was cancelled{silent}"),
-        None => format!("id 1 got no answer after \"1\" was cancelled{silent}"),
-    };
-    checks.push(check(
-        "mcp.cancel.id_types",
-        Word::Must,
-        ALL,
-        ANSWERED,
-        pass_if(answered.is_some()),
-        detail,
-        ev,
-    ));
-}
-
-/// Scenario 4: 100 slow calls in parallel, every second one cancelled: exactly the others are
-/// answered.
-async fn parallel(s: &mut Session, checks: &mut Vec<Check>) {
-    // Only the first call and cancel are quoted: the rest are alike.
-    let (mut ev, mut alike) = (Evidence::default(), Evidence::default());
-    let params = s.slow(Some(SHORT_SECONDS));
-    let mut calls = Vec::with_capacity(PARALLEL);
-    for n in 0..PARALLEL {
-        let quoted = if n == 0 { &mut ev } else { &mut alike };
-        calls.push(s.call("tools/call", params.clone(), quoted).await);
-    }
-    tokio::time::sleep(SETTLE).await;
-    for (n, (id, _)) in calls.iter().enumerate().step_by(2) {
-        let quoted = if n == 0 { &mut ev } else { &mut alike };
-        s.cancel(json!({"requestId": id}), quoted).await;
-    }
-    ev.note(format!(
-        "{PARALLEL} such calls, ids {} to {}; every second one cancelled, from the first",
-        calls[0].0,
-        calls[PARALLEL - 1].0
-    ));
-    let deadline = Instant::now() + s.options.timeout + s.slow_duration(Some(SHORT_SECONDS));
-    let mut kept_answered = 0;
-    for (_, pending) in calls.iter_mut().skip(1).step_by(2) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        kept_answered += usize::from(pending.wait(left).await.is_some());
-    }
-    tokio::time::sleep(SETTLE * 3).await;
-    let mut cancelled_answered = 0;
-    for (_, pending) in calls.iter_mut().step_by(2) {
-        if let Some(frame) = pending.now() {
-            cancelled_answered += 1;
-            ev.got(&frame);
-        }
-    }
-    let half = PARALLEL / 2;
-    checks.push(check(
-        "mcp.cancel.parallel.others_answered",
-        Word::Must,
-        ALL,
-        ANSWERED,
-        pass_if(kept_answered == half),
-        format!("{kept_answered} of the {half} calls not cancelled were answered"),
-        ev.clone(),
-    ));
-    checks.push(check(
-        "mcp.cancel.parallel.cancelled_silent",
-        Word::Should,
-        ALL,
-        NO_RESPONSE,
-        pass_if(cancelled_answered == 0),
-        format!("{cancelled_answered} of the {half} cancelled calls were answered"),
-        ev,
-    ));
-}
-
-/// Scenario 5: responsiveness: the time from a cancel to the answer of the next fast request.
-async fn responsiveness(s: &mut Session, checks: &mut Vec<Check>) {
-    let mut ev = Evidence::default();
-    let mut times = Vec::with_capacity(REPEATS);
-    for _ in 0..REPEATS {
-        let (id, _slow) = s
-            .call("tools/call", s.slow(Some(SHORT_SECONDS)), &mut ev)
-            .await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        s.cancel(json!({"requestId": id}), &mut ev).await;
-        let start = Instant::now();
-        if s.fast_call(&mut ev).await.is_some() {
-            times.push(start.elapsed());
-        }
-    }
-    times.sort();
-    let ms = |d: Option<&Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
-    let p50 = ms(times.get(times.len() / 2));
-    let p99 = ms(times.get((times.len() * 99).div_ceil(100).saturating_sub(1)));
-    let mut done = check(
-        "mcp.cancel.responsiveness",
-        Word::Must,
-        ALL,
-        ANSWERED,
-        pass_if(times.len() == REPEATS),
-        format!(
-            "{} of {REPEATS} fast calls answered after a cancel: p50 {p50:.1} ms, p99 {p99:.1} ms",
-            times.len()
-        ),
-        ev,
-    );
-    done.metrics = Some(json!({
-        "repeats": REPEATS,
-        "answered": times.len(),
-        "p50_ms": if times.is_empty() { Value::Null } else { json!(p50) },
-        "p99_ms": if times.is_empty() { Value::Null } else { json!(p99) },
-    }));
-    checks.push(done);
 }

@@ -6,7 +6,11 @@
 //!
 //! * [`wire`] — the raw JSON-RPC client the scenarios talk through, over stdio or HTTP.
 //! * [`session`] — the MCP handshake and the era's wire forms.
+//! * [`calibrate`] — before the MCP scenarios: the tools listed, `--tool`/`--args` checked
+//!   against them, the slow call measured uncancelled.
 //! * [`mcp`] — the MCP scenarios, calling on:
+//! * [`concurrent`] — the scenarios with many slow calls in flight at once;
+//! * [`watch`] — every cancelled (and kept) call watched until the run ends;
 //! * [`tasks`] — `tasks/cancel` of a task-augmented call (2025-11-25, and the 2026-07-28 tasks
 //!   extension);
 //! * [`subscriptions`] — a cancelled `subscriptions/listen`, and the rule that a 2026-07-28
@@ -23,11 +27,14 @@
 pub mod acp;
 pub mod acp_ignore;
 pub mod acp_session;
+pub mod calibrate;
+pub mod concurrent;
 pub mod mcp;
 pub mod report;
 pub mod session;
 pub mod subscriptions;
 pub mod tasks;
+pub mod watch;
 pub mod wire;
 
 pub use report::Report;

@@ -1,14 +1,18 @@
 //! One MCP session of `cancelkit check`: the handshake (`server/discover`, else `initialize`),
-//! the era's wire forms (2026-07-28 stamps `_meta` on every request and has no `ping`), and the
-//! requests the scenarios make.
+//! the era's wire forms (2026-07-28 stamps `_meta` on every request and has no `ping`), the
+//! requests the scenarios make, and the slow calls in flight: each carries a progress token, and
+//! the session knows until when the server may still be busy with them
+//! ([`Session::quiesce`]) and which of them are watched until the run ends ([`super::watch`]).
 
 use std::ffi::OsString;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cancelkit_wire::McpRevision;
 use cancelkit_wire::meta::{CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
+use super::calibrate::{Calibration, Measured};
+use super::watch::Watched;
 use super::wire::{Client, Pending};
 use super::{Evidence, Options, Unreachable};
 
@@ -33,21 +37,37 @@ pub struct Session {
     pub capabilities: Value,
     /// The options.
     pub options: Options,
+    /// What the calibration found (set before the scenarios run).
+    pub calibration: Option<Calibration>,
+    /// Until when the server may still be working on a slow call already sent: each one's
+    /// natural end, plus its slack.
+    pub busy_until: Instant,
+    /// The calls watched until the run ends: cancelled ones that must never be answered, and
+    /// kept ones that must be.
+    pub watched: Vec<Watched>,
     next_id: u64,
+}
+
+/// A slow call sent.
+pub struct SlowCall {
+    /// Its request id.
+    pub id: Value,
+    /// Its response to come.
+    pub pending: Pending,
+    /// When it was sent.
+    pub sent: Instant,
+    /// Its `_meta.progressToken`.
+    pub token: Value,
 }
 
 fn client_info() -> Value {
     json!({"name": "cancelkit-check", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// How long one HTTP request's exchange may last: a wait, the slow call's own time, and a
-/// wait again (for an answer that comes late).
+/// How long one HTTP request's exchange may last: as long as the calibration may wait for the
+/// slow call, twice (an answer that comes late is still read), and the wait.
 fn request_timeout(options: &Options) -> Duration {
-    let slow = options.args["seconds"]
-        .as_f64()
-        .unwrap_or(0.0)
-        .clamp(0.0, 3600.0);
-    options.timeout * 2 + Duration::from_secs_f64(slow) + Duration::from_secs(1)
+    super::calibrate::LIMIT * 2 + options.timeout
 }
 
 impl Session {
@@ -80,7 +100,10 @@ impl Session {
             init_id: None,
             capabilities: Value::Null,
             options: options.clone(),
-            // ids 1 and "1" are left for the scenario that needs them
+            calibration: None,
+            busy_until: Instant::now(),
+            watched: Vec::new(),
+            // ids 1 to 4, as numbers and strings, are left for the scenario that needs them
             next_id: 100,
         };
         match options.revision.as_deref() {
@@ -211,8 +234,9 @@ impl Session {
     /// Cancels with these params: sends `notifications/cancelled`, except over Streamable
     /// HTTP at 2026-07-28, where closing an in-flight request's response stream is its
     /// cancellation. A cancel naming no open stream there (an unknown, completed or malformed
-    /// id) is still POSTed as the notification, to see that the server ignores it.
-    pub async fn cancel(&self, params: Value, ev: &mut Evidence) {
+    /// id) is still POSTed as the notification, to see that the server ignores it. True when
+    /// the cancel closed a stream (nothing more of the request can be seen).
+    pub async fn cancel(&self, params: Value, ev: &mut Evidence) -> bool {
         if !self.legacy
             && let Some(id) = params.get("requestId")
             && self.client.close_stream(id)
@@ -220,27 +244,75 @@ impl Session {
             ev.note(format!(
                 "closed the response stream of request {id} (2026-07-28 over HTTP: the cancel)"
             ));
-            return;
+            return true;
         }
         self.notify("notifications/cancelled", params, ev).await;
+        false
     }
 
-    /// The slow `tools/call`'s params; `seconds` replaces a numeric `seconds` argument.
-    pub fn slow(&self, seconds: Option<f64>) -> Value {
-        let mut args = self.options.args.clone();
-        if let (Some(seconds), Some(n)) = (seconds, args.get_mut("seconds"))
-            && n.is_number()
-        {
-            *n = json!(seconds);
+    /// The slow `tools/call`'s params, with `token` as its progress token if given.
+    pub fn slow(&self, token: Option<&Value>) -> Value {
+        let mut params = json!({"name": self.options.tool, "arguments": self.options.args});
+        if let Some(token) = token {
+            params["_meta"] = json!({ "progressToken": token });
         }
-        json!({"name": self.options.tool, "arguments": args})
+        params
     }
 
-    /// How long the slow call lasts, if its arguments say (a numeric `seconds`).
-    pub fn slow_duration(&self, seconds: Option<f64>) -> Duration {
-        let slow = self.slow(seconds);
-        let seconds = slow["arguments"]["seconds"].as_f64().unwrap_or(0.0);
-        Duration::from_secs_f64(seconds.clamp(0.0, 3600.0))
+    /// Sends the slow call with `id` (a fresh one if `None`) and a progress token of its own;
+    /// the server counts as busy until its natural end plus its slack.
+    pub async fn call_slow_as(&mut self, id: Option<Value>, ev: &mut Evidence) -> SlowCall {
+        let id = id.unwrap_or_else(|| self.next_id());
+        let token = json!(format!("cancelkit-{id}"));
+        let sent = Instant::now();
+        let pending = self
+            .call_as(id.clone(), "tools/call", self.slow(Some(&token)), ev)
+            .await;
+        if let Some(m) = self.measured() {
+            let end = sent + m.duration + m.slack();
+            self.busy_until = self.busy_until.max(end);
+        }
+        SlowCall {
+            id,
+            pending,
+            sent,
+            token,
+        }
+    }
+
+    /// Sends the slow call with a fresh id.
+    pub async fn call_slow(&mut self, ev: &mut Evidence) -> SlowCall {
+        self.call_slow_as(None, ev).await
+    }
+
+    /// The slow call as calibrated, or why there is none to use.
+    pub fn usable(&self) -> Result<Measured, String> {
+        match &self.calibration {
+            Some(c) => c.slow.clone(),
+            None => Err("the slow call was not calibrated".into()),
+        }
+    }
+
+    fn measured(&self) -> Option<Measured> {
+        self.usable().ok()
+    }
+
+    /// Waits until the server has surely finished every slow call sent so far (each one's
+    /// natural end and slack), so that a scenario starts from a quiet server.
+    pub async fn quiesce(&self) {
+        tokio::time::sleep_until(self.busy_until.into()).await;
+    }
+
+    /// Watches `call` until the run ends: a cancelled call (`expect_answer` false) must never
+    /// be answered; a kept one must be. Judged against check `check` by [`super::watch`].
+    pub fn watch(&mut self, check: &'static str, call: SlowCall, expect_answer: bool) {
+        if self.watched.len() < super::watch::MAX_WATCHED {
+            self.watched.push(Watched {
+                check,
+                call,
+                expect_answer,
+            });
+        }
     }
 
     /// The fast call: the `--fast-tool`, or `tools/list`.

@@ -13,14 +13,16 @@
 //!   again.
 //!
 //! Every check is always reported, as not applicable when the server does not offer tasks at the
-//! revision spoken, so that the list of ids is the same for every server.
+//! revision spoken (or, at 2025-11-25, the tool does not run as a task: `execution.taskSupport`
+//! forbidden), so that the list of ids is the same for every server. A task that had already
+//! ended when it was cancelled proves nothing either way: the checks that need a working task
+//! are then not applicable.
 
 use std::time::{Duration, Instant};
 
 use cancelkit_wire::McpRevision;
 use serde_json::{Value, json};
 
-use super::mcp::SETTLE;
 use super::session::{Session, V2025, V2026};
 use super::{Check, Evidence, Outcome, Word};
 use super::{check, pass_if};
@@ -112,6 +114,23 @@ fn extension_na(checks: &mut Vec<Check>, why: &str, ev: Evidence) {
     checks.push(check(IDS[4], Word::Must, R2026, REPEAT_2026, na, why, ev));
 }
 
+/// How long after the task's creation it is cancelled: as for a plain slow call, or 100 ms when
+/// the tool's length is not known.
+fn lead(s: &Session) -> Duration {
+    s.usable().map_or(POLL, |m| m.lead())
+}
+
+/// How long the slow tool's work lasts by itself, as calibrated (plain or as a task), else the
+/// calibration's limit.
+fn natural(s: &Session) -> Duration {
+    let task = s.calibration.as_ref().and_then(|c| c.task_natural);
+    s.usable()
+        .map(|m| m.duration + m.slack())
+        .ok()
+        .or(task)
+        .unwrap_or(super::calibrate::LIMIT)
+}
+
 /// Sends `method` and waits for its answer (noted in the evidence).
 async fn ask(s: &mut Session, method: &str, params: Value, ev: &mut Evidence) -> Option<Value> {
     let (_, mut pending) = s.call(method, params, ev).await;
@@ -134,6 +153,17 @@ fn error_code(answer: Option<&Value>) -> Option<i64> {
 
 /// 2025-11-25: `params.task`, `tasks/cancel`, `tasks/get`, and a second `tasks/cancel`.
 async fn legacy(s: &mut Session, checks: &mut Vec<Check>) {
+    let support = s
+        .calibration
+        .as_ref()
+        .map_or("forbidden", |c| c.task_support.as_str());
+    if support == "forbidden" {
+        let why = format!(
+            "`{}` does not run as a task (execution.taskSupport: {support})",
+            s.options.tool
+        );
+        return legacy_na(checks, &why, Evidence::default());
+    }
     let tasks = &s.capabilities["tasks"];
     if tasks.get("cancel").is_none() || tasks["requests"]["tools"].get("call").is_none() {
         let why = format!(
@@ -143,6 +173,7 @@ async fn legacy(s: &mut Session, checks: &mut Vec<Check>) {
         return legacy_na(checks, &why, Evidence::default());
     }
     let mut ev = Evidence::default();
+    s.quiesce().await;
     let mut params = s.slow(None);
     params["task"] = json!({ "ttl": TTL_MS });
     let created = ask(s, "tools/call", params, &mut ev).await;
@@ -154,10 +185,17 @@ async fn legacy(s: &mut Session, checks: &mut Vec<Check>) {
         return legacy_na(checks, why, ev);
     };
     let id = json!({ "taskId": task_id });
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(lead(s)).await;
     let cancelled = ask(s, "tasks/cancel", id.clone(), &mut ev).await;
     let got = ask(s, "tasks/get", id.clone(), &mut ev).await;
     let (said, then) = (status(cancelled.as_ref()), status(got.as_ref()));
+    if said.is_none() && matches!(then, Some("completed" | "failed")) {
+        let why = format!(
+            "the task had already ended ({}) when it was cancelled",
+            then.unwrap_or_default()
+        );
+        return legacy_na(checks, &why, ev);
+    }
     let ok = said == Some("cancelled") && then == Some("cancelled");
     let detail = match (said, then) {
         _ if ok => {
@@ -231,6 +269,7 @@ async fn extension(s: &mut Session, checks: &mut Vec<Check>) {
         let why = format!("the server does not offer the {TASKS_EXTENSION} extension");
         return extension_na(checks, &why, Evidence::default());
     }
+    s.quiesce().await;
     let mut ev = Evidence::default();
     let created = ask(s, "tools/call", declaring(s.slow(None)), &mut ev).await;
     let task_id = created
@@ -242,7 +281,7 @@ async fn extension(s: &mut Session, checks: &mut Vec<Check>) {
         return extension_na(checks, why, ev);
     };
     let id = declaring(json!({ "taskId": task_id }));
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(lead(s)).await;
     let acked = ask(s, "tasks/cancel", id.clone(), &mut ev).await;
     let ok = acked.as_ref().is_some_and(|a| a.get("result").is_some());
     let detail = match &acked {
@@ -266,7 +305,7 @@ async fn extension(s: &mut Session, checks: &mut Vec<Check>) {
     ));
 
     let mut ev = Evidence::default();
-    let deadline = Instant::now() + s.options.timeout + s.slow_duration(None);
+    let deadline = Instant::now() + s.options.timeout + natural(s);
     let (mut polls, mut last) = (0, None);
     let terminal = loop {
         let (_, mut pending) = s.call("tasks/get", id.clone(), &mut ev).await;

@@ -6,8 +6,9 @@
 //! transports share one routing table, `Routes`: each response goes to the waiter registered
 //! for its id (ids compare by their JSON text, so `1` and `"1"` are different), and every other
 //! frame — responses nobody waits for, notifications, the server's requests — is kept in a
-//! bounded queue of [`Client::others`]. Every wait has a timeout; the waiters, the queue, a line
-//! and an event are bounded.
+//! bounded queue of [`Client::others`], except `notifications/progress`, which goes to a bounded
+//! log of its own ([`Client::progress`]) with the time each one came. Every wait has a timeout;
+//! the waiters, the queue, the logs, a line and an event are bounded.
 
 pub mod http;
 pub mod stdio;
@@ -16,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -30,6 +31,12 @@ pub const MAX_PENDING: usize = 4096;
 pub const MAX_OTHERS: usize = 1024;
 /// At most this many `notifications/cancelled` from the server are kept for [`Client::cancels`].
 pub const MAX_CANCELS: usize = 256;
+/// At most this many `notifications/progress` are kept for [`Client::progress`]; older ones are
+/// dropped first.
+pub const MAX_PROGRESS: usize = 16_384;
+
+/// A frame and when it came.
+pub type Timed = (Value, Instant);
 
 /// The key a response is routed by: its id's JSON text (`1` and `"1"` differ).
 pub fn id_key(id: &Value) -> String {
@@ -39,8 +46,10 @@ pub fn id_key(id: &Value) -> String {
 /// What the transport's readers and the client share.
 #[derive(Default)]
 pub(crate) struct Routes {
-    pub(crate) pending: HashMap<String, oneshot::Sender<Value>>,
+    pub(crate) pending: HashMap<String, oneshot::Sender<Timed>>,
     others: VecDeque<Value>,
+    /// Every `notifications/progress` (the last [`MAX_PROGRESS`]), with when it came.
+    progress: VecDeque<Timed>,
     dropped: usize,
     /// Every `notifications/cancelled` the server sent (the first [`MAX_CANCELS`]), whoever
     /// took the frame.
@@ -51,10 +60,19 @@ pub(crate) struct Routes {
 impl Routes {
     /// Routes one frame from the server.
     pub(crate) fn route(&mut self, frame: Value) {
-        if frame.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-            && self.cancels.len() < MAX_CANCELS
-        {
-            self.cancels.push(frame.clone());
+        let now = Instant::now();
+        match frame.get("method").and_then(Value::as_str) {
+            Some("notifications/cancelled") if self.cancels.len() < MAX_CANCELS => {
+                self.cancels.push(frame.clone());
+            }
+            Some("notifications/progress") => {
+                if self.progress.len() == MAX_PROGRESS {
+                    self.progress.pop_front();
+                }
+                self.progress.push_back((frame, now));
+                return;
+            }
+            _ => {}
         }
         let is_response = frame.get("method").is_none()
             && (frame.get("result").is_some() || frame.get("error").is_some());
@@ -63,9 +81,9 @@ impl Routes {
             && let Some(waiter) = self.pending.remove(&id_key(id))
         {
             // The waiter may have given up: then the frame is kept with the others.
-            match waiter.send(frame) {
+            match waiter.send((frame, now)) {
                 Ok(()) => return,
-                Err(frame) => return self.keep(frame),
+                Err((frame, _)) => return self.keep(frame),
             }
         }
         self.keep(frame);
@@ -198,6 +216,17 @@ impl Client {
         self.routes().cancels.clone()
     }
 
+    /// The `notifications/progress` for `token` kept so far, oldest first, with when each came;
+    /// it does not take them.
+    pub fn progress(&self, token: &Value) -> Vec<Timed> {
+        self.routes()
+            .progress
+            .iter()
+            .filter(|(frame, _)| &frame["params"]["progressToken"] == token)
+            .cloned()
+            .collect()
+    }
+
     /// Whether the server has gone: its stdout ended, or (HTTP) the last connection attempt
     /// was refused.
     pub fn closed(&self) -> bool {
@@ -218,7 +247,7 @@ impl Client {
 
 /// A response still to come. Once it has come, or can no longer come, it is spent: later waits
 /// give `None` at once.
-pub struct Pending(Option<oneshot::Receiver<Value>>);
+pub struct Pending(Option<oneshot::Receiver<Timed>>);
 
 impl Pending {
     /// A response that never comes (for a request that could not be sent).
@@ -229,14 +258,30 @@ impl Pending {
     /// The response, if it comes within `timeout` (`None` too when it can no longer come: the
     /// server has gone, or its response stream ended without it).
     pub async fn wait(&mut self, timeout: Duration) -> Option<Value> {
+        self.wait_timed(timeout).await.map(|(frame, _)| frame)
+    }
+
+    /// Like [`Pending::wait`], with when the response came.
+    pub async fn wait_timed(&mut self, timeout: Duration) -> Option<Timed> {
         let receiver = self.0.as_mut()?;
         let outcome = tokio::time::timeout(timeout, receiver).await.ok()?;
         self.0 = None;
         outcome.ok()
     }
 
+    /// Like [`Pending::wait`], until `deadline`.
+    pub async fn wait_until(&mut self, deadline: Instant) -> Option<Timed> {
+        self.wait_timed(deadline.saturating_duration_since(Instant::now()))
+            .await
+    }
+
     /// The response if it has already come.
     pub fn now(&mut self) -> Option<Value> {
+        self.now_timed().map(|(frame, _)| frame)
+    }
+
+    /// The response if it has already come, with when it came.
+    pub fn now_timed(&mut self) -> Option<Timed> {
         let outcome = self.0.as_mut()?.try_recv();
         match outcome {
             Err(oneshot::error::TryRecvError::Empty) => None,
@@ -245,6 +290,12 @@ impl Pending {
                 outcome.ok()
             }
         }
+    }
+
+    /// Whether the response can still come (it has not come, and the transport still holds its
+    /// waiter).
+    pub fn open(&self) -> bool {
+        self.0.is_some()
     }
 }
 
@@ -295,6 +346,29 @@ mod tests {
         routes.pending.clear();
         routes.closed = true;
         assert!(routes.register(&json!(1)).is_err());
+    }
+
+    #[test]
+    fn progress_is_logged_apart_with_its_time_and_bounded() {
+        let mut routes = Routes::default();
+        let progress = |token: &str| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}});
+        routes.route(progress("a"));
+        routes.route(progress("b"));
+        assert!(
+            routes.others.is_empty(),
+            "progress is not kept with the others"
+        );
+        assert_eq!(routes.progress.len(), 2);
+        for _ in 0..MAX_PROGRESS {
+            routes.route(progress("c"));
+        }
+        assert_eq!(routes.progress.len(), MAX_PROGRESS);
+        assert!(
+            routes
+                .progress
+                .iter()
+                .all(|(f, _)| f["params"]["progressToken"] == "c")
+        );
     }
 
     #[test]

@@ -88,8 +88,9 @@ pub fn view(trace: &Path, html: &Path) -> String {
 }
 
 /// Every check id of `cancelkit check mcp`, in the order they are reported.
-pub const MCP_CHECK_IDS: [&str; 18] = [
+pub const MCP_CHECK_IDS: [&str; 19] = [
     "mcp.cancel.no_response",
+    "mcp.cancel.progress_stops",
     "mcp.cancel.keeps_serving",
     "mcp.cancel.unknown_id",
     "mcp.cancel.completed_id",
