@@ -45,6 +45,8 @@ pub struct Session {
     /// The calls watched until the run ends: cancelled ones that must never be answered, and
     /// kept ones that must be.
     pub watched: Vec<Watched>,
+    /// Whether slow calls were sent since the server was last seen quiet.
+    busy: bool,
     next_id: u64,
 }
 
@@ -103,6 +105,7 @@ impl Session {
             calibration: None,
             busy_until: Instant::now(),
             watched: Vec::new(),
+            busy: false,
             // ids 1 to 4, as numbers and strings, are left for the scenario that needs them
             next_id: 100,
         };
@@ -272,6 +275,7 @@ impl Session {
             let end = sent + m.duration + m.slack();
             self.busy_until = self.busy_until.max(end);
         }
+        self.busy = true;
         SlowCall {
             id,
             pending,
@@ -297,10 +301,18 @@ impl Session {
         self.usable().ok()
     }
 
-    /// Waits until the server has surely finished every slow call sent so far (each one's
-    /// natural end and slack), so that a scenario starts from a quiet server.
-    pub async fn quiesce(&self) {
+    /// Waits until the server is quiet, so that a scenario starts from there: past every slow
+    /// call's natural end and slack, and then, if slow calls were sent since it was last seen
+    /// quiet, until it answers the fast call (a server that works through a backlog, such as a
+    /// bounded pool still running calls whose cancels it ignored, answers it only once the
+    /// backlog has gone; at most the calibration's limit).
+    pub async fn quiesce(&mut self) {
         tokio::time::sleep_until(self.busy_until.into()).await;
+        if std::mem::take(&mut self.busy) {
+            let (method, params) = self.fast();
+            let (_, mut probe) = self.call(method, params, &mut Evidence::default()).await;
+            probe.wait(super::calibrate::LIMIT).await;
+        }
     }
 
     /// Watches `call` until the run ends: a cancelled call (`expect_answer` false) must never
