@@ -6,11 +6,14 @@
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
 //! cargo xtask bench --readme      the README's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
+//! cargo xtask survey [AGENT|MODE...]      `cancelkit check acp` against real agents, offline
+//! cargo xtask survey serve AGENT MODE     one agent's mock and config, to drive it by hand
 //! ```
 
 mod bench;
 mod codegen;
 mod fuzz;
+mod survey;
 mod test;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +36,15 @@ tasks:
                       fuzz one target, or each in turn, for S seconds (default 60) with
                       cargo-fuzz (installed if missing; address sanitizer unless told
                       otherwise); prints each target's executions
+  survey [AGENT|MODE...]
+                      install the pinned ACP agents (xtask/survey/package.json: codex, gemini,
+                      claude) and run `cancelkit check acp` against each, offline, its model
+                      API mocked on 127.0.0.1 in two modes (slow: a slowly streamed answer;
+                      permission: a tool call the agent asks permission for); writes
+                      target/survey/AGENT-MODE.{json,stderr,out,mock.json}; not part of `test`
+  survey serve AGENT MODE
+                      start one mock and a configured home, print the agent's command line,
+                      and serve until Enter (to drive the agent with raw JSON-RPC by hand)
 ";
 
 fn main() -> ExitCode {
@@ -44,6 +56,7 @@ fn main() -> ExitCode {
         ["test"] => test::main(),
         ["bench", names @ ..] => bench::main(names),
         ["fuzz", rest @ ..] => fuzz::main(rest),
+        ["survey", rest @ ..] => survey::main(rest),
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())
