@@ -272,6 +272,24 @@ async fn measure_task(s: &mut Session) -> Option<Duration> {
     None
 }
 
+/// `cancelkit check mcp --list-tools`: the handshake, then every tool, as [`tool_table`] shows
+/// them (exit code 2 when the server cannot be spoken to).
+pub async fn list(
+    options: &super::Options,
+    command: &[std::ffi::OsString],
+) -> Result<String, Unreachable> {
+    let mut s = Session::open(options, command).await?;
+    let tools = list_tools(&mut s).await;
+    s.client.shutdown().await;
+    let tools = tools?;
+    Ok(format!(
+        "{} tools (revision {}):\n\n{}",
+        tools.len(),
+        s.version,
+        tool_table(&tools)
+    ))
+}
+
 /// The table `cancelkit check mcp --list-tools` prints: each tool, whether it runs as a task,
 /// its description's first line and its arguments.
 pub fn tool_table(tools: &[Value]) -> String {

@@ -208,6 +208,7 @@ async fn in_flight(s: &mut Session, checks: &mut Vec<Check>, progress: &mut Vec<
                 token,
                 sent,
                 cancelled,
+                every: m.progress_every,
             });
             (Outcome::Pass, "judged at the end of the run".to_owned())
         }

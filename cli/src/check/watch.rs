@@ -14,8 +14,11 @@ use super::{Check, Outcome};
 
 /// At most this many calls are watched.
 pub const MAX_WATCHED: usize = 1024;
-/// Progress that comes this soon after a cancel may have been on its way already.
-pub const PROGRESS_GRACE: Duration = Duration::from_millis(300);
+/// Progress that comes this soon after a cancel (plus one interval of the call's progress, at
+/// most [`MAX_GRACE`] in all) may have been on its way already.
+pub const PROGRESS_GRACE: Duration = Duration::from_millis(500);
+/// The longest grace given to progress after a cancel.
+pub const MAX_GRACE: Duration = Duration::from_secs(2);
 
 /// A call watched until the run ends.
 pub struct Watched {
@@ -37,6 +40,8 @@ pub struct ProgressWatch {
     pub sent: Instant,
     /// When it was cancelled.
     pub cancelled: Instant,
+    /// How often the call reported progress when calibrated.
+    pub every: Option<Duration>,
 }
 
 /// A watched call's check, whether it had to be answered, and its answer with how long after the
@@ -111,7 +116,8 @@ pub async fn sweep(s: &mut Session, checks: &mut [Check]) {
 }
 
 /// Judges each progress watch: no `notifications/progress` for a cancelled call's token may
-/// come later than [`PROGRESS_GRACE`] after its cancel, up to the end of the run.
+/// come later than [`PROGRESS_GRACE`] and one progress interval after its cancel, up to the end
+/// of the run.
 pub fn judge_progress(s: &Session, watches: &[ProgressWatch], checks: &mut [Check]) {
     for w in watches {
         let Some(check) = checks.iter_mut().find(|c| c.id == w.check) else {
@@ -121,9 +127,10 @@ pub fn judge_progress(s: &Session, watches: &[ProgressWatch], checks: &mut [Chec
             continue;
         }
         let all = s.client.progress(&w.token);
+        let grace = (PROGRESS_GRACE + w.every.unwrap_or_default()).min(MAX_GRACE);
         let after: Vec<&(Value, Instant)> = all
             .iter()
-            .filter(|(_, at)| *at > w.cancelled + PROGRESS_GRACE)
+            .filter(|(_, at)| *at > w.cancelled + grace)
             .collect();
         let before = all.len() - after.len();
         if let Some((_, last)) = after.last() {
@@ -134,9 +141,10 @@ pub fn judge_progress(s: &Session, watches: &[ProgressWatch], checks: &mut [Chec
             }
             check.result = Outcome::Fail;
             check.detail = format!(
-                "{} notifications/progress for the cancelled call came after the cancel ({before} \
-                 before it), the last {} ms after the cancel: the work went on",
+                "{} notifications/progress for the cancelled call came more than {} ms after the \
+                 cancel ({before} before that), the last {} ms after it: the work went on",
                 after.len(),
+                grace.as_millis(),
                 ms(last.saturating_duration_since(w.cancelled))
             );
         } else {
