@@ -14,9 +14,10 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cancelkit_cli::check::acp::{AcpOptions, DEFAULT_PROMPT};
+use cancelkit_cli::check::baseline::Baseline;
 use cancelkit_cli::check::{self, Options, Report, Unreachable};
 use cancelkit_cli::{trace, view};
 use cancelkit_wire::McpRevision;
@@ -66,15 +67,20 @@ enum CheckCommand {
     /// revisions it is a POSTed `notifications/cancelled`.
     ///
     /// Exit code: 0 when every MUST and SHOULD check passes, 1 when one fails (with
-    /// --musts-only, MUSTs alone decide), 2 when the server cannot be started or reached or
-    /// does not complete the handshake.
+    /// --musts-only, MUSTs alone decide; with --baseline, a listed check fails as expected and
+    /// a listed check that passes fails the run), 2 when the server cannot be started or
+    /// reached or does not complete the handshake (or the baseline is malformed or names an
+    /// unknown check), 130 on Ctrl-C (128 + N on signal N: SIGTERM, SIGHUP). The server's
+    /// whole process group is stopped at the end.
     Mcp(Box<McpArgs>),
     /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the seed's
     /// `$/cancelRequest` and `session/cancel`.
     ///
     /// Exit code: 0 when every MUST and SHOULD check passes (with --musts-only, MUSTs alone
-    /// decide), 1 when one fails, 2 when the agent cannot be started or does not answer
-    /// `initialize` and `session/new`.
+    /// decide; with --baseline, as for `check mcp`), 1 when one fails, 2 when the agent cannot
+    /// be started or does not answer `initialize` and `session/new` (or the baseline is
+    /// malformed or names an unknown check), 130 on Ctrl-C (128 + N on signal N: SIGTERM,
+    /// SIGHUP). The agent's whole process group is stopped at the end.
     Acp(Box<AcpArgs>),
 }
 
@@ -90,6 +96,16 @@ struct AcpArgs {
     /// Also write the full report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also write the report as JUnit XML to FILE: one testcase per check.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Expected failures: a YAML file listing check ids under `acp:`. A listed check that fails
+    /// does not fail the run; one that passes does, until it is removed from FILE.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Write the agent's stderr to FILE (created or truncated) instead of discarding it.
+    #[arg(long, value_name = "FILE")]
+    stderr: Option<PathBuf>,
     /// Only the MUST checks decide the exit code.
     #[arg(long)]
     musts_only: bool,
@@ -100,14 +116,18 @@ struct AcpArgs {
 
 #[derive(Debug, Args)]
 struct McpArgs {
+    /// Only list the server's tools (name, whether it runs as a task, description, arguments),
+    /// then exit.
+    #[arg(long)]
+    list_tools: bool,
     /// Speak this revision instead of negotiating the newest one the server speaks.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(McpRevision::VERSIONS))]
     revision: Option<String>,
     /// The slow tool, called and cancelled.
     #[arg(long, default_value = "sleep", value_name = "NAME")]
     tool: String,
-    /// The slow tool's arguments (JSON); a numeric `seconds` is shortened where a scenario
-    /// needs many calls.
+    /// The slow tool's arguments (JSON), checked against the tool's input schema and sent as
+    /// given in every scenario; how long the call lasts is measured before the scenarios.
     #[arg(long, default_value = r#"{"seconds": 5}"#, value_parser = json_arg, value_name = "JSON")]
     args: Value,
     /// A fast tool, called to see that the server still serves (default: a tools/list request).
@@ -122,6 +142,16 @@ struct McpArgs {
     /// Also write the full report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also write the report as JUnit XML to FILE: one testcase per check.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Expected failures: a YAML file listing check ids under `mcp:`. A listed check that fails
+    /// does not fail the run; one that passes does, until it is removed from FILE.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Write the server's stderr to FILE (created or truncated) instead of discarding it.
+    #[arg(long, value_name = "FILE", conflicts_with = "url")]
+    stderr: Option<PathBuf>,
     /// Only the MUST checks decide the exit code.
     #[arg(long)]
     musts_only: bool,
@@ -207,19 +237,43 @@ fn main() -> ExitCode {
         } => check_mcp(*args),
         Command::Check {
             target: CheckCommand::Acp(args),
-        } => {
-            let options = AcpOptions {
-                prompt: args.prompt,
-                timeout: Duration::from_secs_f64(args.timeout),
-                musts_only: args.musts_only,
-            };
-            let report = check::run_acp(&options, &args.command);
-            finish("acp", report, args.json)
-        }
+        } => check_acp(*args),
     }
 }
 
+fn check_acp(args: AcpArgs) -> ExitCode {
+    let outputs = Outputs {
+        target: "acp",
+        json: args.json,
+        junit: args.junit,
+        baseline: args.baseline,
+    };
+    let baseline = match outputs.load_baseline() {
+        Ok(baseline) => baseline,
+        Err(code) => return code,
+    };
+    let options = AcpOptions {
+        prompt: args.prompt,
+        timeout: Duration::from_secs_f64(args.timeout),
+        musts_only: args.musts_only,
+        stderr: args.stderr,
+    };
+    let started = Instant::now();
+    let report = check::run_acp(&options, &args.command);
+    outputs.finish(report, started.elapsed(), baseline)
+}
+
 fn check_mcp(args: McpArgs) -> ExitCode {
+    let outputs = Outputs {
+        target: "mcp",
+        json: args.json,
+        junit: args.junit,
+        baseline: args.baseline,
+    };
+    let baseline = match outputs.load_baseline() {
+        Ok(baseline) => baseline,
+        Err(code) => return code,
+    };
     let options = Options {
         url: args.url,
         headers: args.headers,
@@ -231,33 +285,91 @@ fn check_mcp(args: McpArgs) -> ExitCode {
         fast_args: args.fast_args,
         timeout: Duration::from_secs_f64(args.timeout),
         musts_only: args.musts_only,
+        stderr: args.stderr,
     };
-    finish("mcp", check::run_mcp(&options, &args.command), args.json)
+    if args.list_tools {
+        return match check::list_mcp_tools(&options, &args.command) {
+            Ok(table) => {
+                print!("{table}");
+                ExitCode::SUCCESS
+            }
+            Err(Unreachable(why)) => {
+                eprintln!("cancelkit check mcp: {why}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let started = Instant::now();
+    let report = check::run_mcp(&options, &args.command);
+    outputs.finish(report, started.elapsed(), baseline)
 }
 
-/// Prints the report's table, writes its JSON, and gives the exit code.
-fn finish(target: &str, report: Result<Report, Unreachable>, json: Option<PathBuf>) -> ExitCode {
-    let report = match report {
-        Ok(report) => report,
-        Err(Unreachable(why)) => {
-            eprintln!("cancelkit check {target}: {why}");
-            return ExitCode::from(2);
-        }
-    };
-    print!("{}", report.table());
-    if let Some(path) = json {
-        let written = serde_json::to_vec_pretty(&report)
-            .map_err(std::io::Error::other)
-            .and_then(|json| std::fs::write(&path, json));
-        if let Err(e) = written {
-            eprintln!(
-                "cancelkit check {target}: cannot write {}: {e}",
-                path.display()
-            );
-            return ExitCode::from(2);
-        }
+/// What a check run writes besides its table, and the baseline it is judged by.
+struct Outputs {
+    target: &'static str,
+    json: Option<PathBuf>,
+    junit: Option<PathBuf>,
+    baseline: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// The baseline, read before the run so a malformed one costs no run (exit code 2).
+    fn load_baseline(&self) -> Result<Option<Baseline>, ExitCode> {
+        let Some(path) = &self.baseline else {
+            return Ok(None);
+        };
+        Baseline::load(path, self.target)
+            .map(Some)
+            .map_err(|why| self.fail(&why))
     }
-    ExitCode::from(report.exit_code())
+
+    /// Prints the report's table, writes its JSON and JUnit XML, and gives the exit code: 0
+    /// pass, 1 fail, 2 no run (or a baseline that names unknown checks, or a file that cannot
+    /// be written), 128 + N when signal N interrupted the run.
+    fn finish(
+        &self,
+        report: Result<Report, Unreachable>,
+        elapsed: Duration,
+        baseline: Option<Baseline>,
+    ) -> ExitCode {
+        let mut report = match report {
+            Ok(report) => report,
+            Err(Unreachable(why)) => {
+                eprintln!("cancelkit check {}: {why}", self.target);
+                let signal = check::wire::stdio::interrupted();
+                return ExitCode::from(
+                    signal.and_then(|n| u8::try_from(128 + n).ok()).unwrap_or(2),
+                );
+            }
+        };
+        let applied = match baseline.map(|b| b.apply(&mut report)).transpose() {
+            Ok(applied) => applied,
+            Err(why) => return self.fail(&why),
+        };
+        print!("{}", report.table(applied.as_ref()));
+        if let Some(stale) = applied.as_ref().and_then(|a| a.stale_message()) {
+            eprintln!("cancelkit check {}: {stale}", self.target);
+        }
+        if let Some(path) = &self.json {
+            let json = report.json(applied.as_ref()).map_err(std::io::Error::other);
+            if let Err(e) = json.and_then(|json| std::fs::write(path, json)) {
+                return self.fail(&format!("cannot write {}: {e}", path.display()));
+            }
+        }
+        if let Some(path) = &self.junit {
+            let xml = check::junit::render(&report, applied.as_ref(), elapsed);
+            if let Err(e) = std::fs::write(path, xml) {
+                return self.fail(&format!("cannot write {}: {e}", path.display()));
+            }
+        }
+        ExitCode::from(report.exit_code())
+    }
+
+    /// Says why, and exit code 2.
+    fn fail(&self, why: &str) -> ExitCode {
+        eprintln!("cancelkit check {}: {why}", self.target);
+        ExitCode::from(2)
+    }
 }
 
 fn render(file: PathBuf, output: Option<PathBuf>) -> ExitCode {

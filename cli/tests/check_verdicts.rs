@@ -211,3 +211,28 @@ fn a_backlog_left_by_one_scenario_does_not_decide_the_next() {
     );
     assert_eq!(result(&report, "mcp.cancel.no_response").0, "fail");
 }
+
+/// `--list-tools` shows what `--tool` and `--args` may be: each tool, whether it runs as a task,
+/// and its arguments.
+#[test]
+fn list_tools_shows_the_tools_and_their_arguments() {
+    let output = std::process::Command::new(support::BIN)
+        .args(["check", "mcp", "--list-tools", "--"])
+        .args(quirky(&[]))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.starts_with("5 tools (revision 2025-11-25)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("work\n    duration: number (required)\n"),
+        "{table}"
+    );
+    assert!(
+        table.contains("research  [task: required]\n    topic: string"),
+        "{table}"
+    );
+}

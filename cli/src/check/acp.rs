@@ -43,6 +43,8 @@ pub struct AcpOptions {
     pub timeout: Duration,
     /// Whether only the MUST checks decide the exit code.
     pub musts_only: bool,
+    /// Where the agent's stderr goes (`--stderr`; `None`: discarded).
+    pub stderr: Option<std::path::PathBuf>,
 }
 
 /// One ACP check's result (ACP v1), with its evidence.

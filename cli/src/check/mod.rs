@@ -19,6 +19,8 @@
 //! * [`acp`] — the ACP scenarios around a slow prompt, and the run.
 //! * [`acp_ignore`] — the ACP scenarios without a prompt: ignored cancels, `initialize`.
 //! * [`report`] — the run's report: its verdict, the table, the JSON.
+//! * [`baseline`] — `--baseline`: the expected failures, and the verdict they leave.
+//! * [`junit`] — `--junit`: the report as JUnit XML.
 //!
 //! The exit code is 0 when every MUST and SHOULD check passes (with `--musts-only`, every MUST),
 //! 1 when one fails, 2 when the server or agent could not be started or did not complete the
@@ -27,8 +29,10 @@
 pub mod acp;
 pub mod acp_ignore;
 pub mod acp_session;
+pub mod baseline;
 pub mod calibrate;
 pub mod concurrent;
+pub mod junit;
 pub mod mcp;
 pub mod report;
 pub mod session;
@@ -73,6 +77,8 @@ pub struct Options {
     pub timeout: Duration,
     /// Whether only the MUST checks decide the exit code.
     pub musts_only: bool,
+    /// Where the server's stderr goes (`--stderr`; `None`: discarded).
+    pub stderr: Option<std::path::PathBuf>,
 }
 
 /// The specification's word for a check.
@@ -210,20 +216,38 @@ pub fn valid_header(name: &str, value: &str) -> Result<(), String> {
 #[derive(Debug)]
 pub struct Unreachable(pub String);
 
-/// Starts `command` (or connects to `options.url`) and runs the MCP scenarios against it.
+/// Starts `command` (or connects to `options.url`) and runs the MCP scenarios against it. The
+/// server's whole process group is stopped at the end, whatever the end.
 pub fn run_mcp(options: &Options, command: &[OsString]) -> Result<Report, Unreachable> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Unreachable(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(mcp::run(options, command))
+    let runtime = runtime(options.stderr.as_deref())?;
+    runtime.block_on(wire::stdio::supervised(mcp::run(options, command)))
 }
 
-/// Starts `command` and runs the ACP scenarios against it.
+/// `cancelkit check mcp --list-tools`: starts `command` (or connects to `options.url`) and lists
+/// the server's tools with their arguments.
+pub fn list_mcp_tools(options: &Options, command: &[OsString]) -> Result<String, Unreachable> {
+    let runtime = runtime(options.stderr.as_deref())?;
+    runtime.block_on(wire::stdio::supervised(calibrate::list(options, command)))
+}
+
+/// Starts `command` and runs the ACP scenarios against it. The agent's whole process group is
+/// stopped at the end, whatever the end.
 pub fn run_acp(options: &acp::AcpOptions, command: &[OsString]) -> Result<Report, Unreachable> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let runtime = runtime(options.stderr.as_deref())?;
+    runtime.block_on(wire::stdio::supervised(acp::run(options, command)))
+}
+
+/// The run's runtime; the children's stderr goes to `stderr` (created or truncated).
+fn runtime(stderr: Option<&std::path::Path>) -> Result<tokio::runtime::Runtime, Unreachable> {
+    let file = stderr
+        .map(|path| {
+            std::fs::File::create(path)
+                .map_err(|e| Unreachable(format!("cannot write {}: {e}", path.display())))
+        })
+        .transpose()?;
+    wire::stdio::stderr_to(file);
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Unreachable(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(acp::run(options, command))
+        .map_err(|e| Unreachable(format!("cannot start the runtime: {e}")))
 }

@@ -1,48 +1,114 @@
 //! The stdio transport: a child's stdin and stdout, one JSON-RPC frame per line. A reader task
 //! routes each line until EOF, then wakes every waiter with nothing.
+//!
+//! Each child starts in a process group of its own, so what it starts in turn (`npx` → `node`,
+//! a shell wrapper's fork) can be stopped with it: [`Stdio::shutdown`] closes its stdin, then
+//! sends the group `SIGTERM`, waits up to [`GRACE`] and sends it `SIGKILL`. A child dropped
+//! without a shutdown (a handshake that failed, a run interrupted) has its group sent `SIGTERM`
+//! at once, and [`supervised`] finishes the job when the run ends. Its stderr goes where
+//! [`stderr_to`] said: a file, or nowhere.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io;
 use std::process::Stdio as Piped;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::Instant;
 
+use super::super::Unreachable;
 use super::{MAX_LINE, Pending, Shared, lock};
 
 /// How long a write to the child's stdin may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a child may take to exit once its stdin is closed.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+/// How long a process group is given between `SIGTERM` and `SIGKILL`.
+pub const GRACE: Duration = Duration::from_millis(500);
+/// How often a stopping group is looked at.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Where the children's stderr goes (`None`: nowhere).
+static STDERR: Mutex<Option<File>> = Mutex::new(None);
+/// The process groups of children dropped without a shutdown, each with its leader, still to
+/// be stopped by [`supervised`].
+static LEFT: Mutex<Vec<Group>> = Mutex::new(Vec::new());
+/// The signal that interrupted the run, or 0.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+/// Whether a [`supervised`] run is under way, to stop what its children leave.
+static SUPERVISING: AtomicBool = AtomicBool::new(false);
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sends the stderr of every child started from now on to `file` (`None`: discarded).
+pub fn stderr_to(file: Option<File>) {
+    *locked(&STDERR) = file;
+}
+
+/// The signal (`SIGINT`, `SIGTERM`, `SIGHUP`) that interrupted the last [`supervised`] run.
+pub fn interrupted() -> Option<i32> {
+    Some(INTERRUPTED.load(Ordering::Relaxed)).filter(|&n| n != 0)
+}
+
+/// A child's process group, and the child that leads it until it is reaped.
+struct Group {
+    id: Pid,
+    leader: Option<Child>,
+    /// Whether the group has been sent `SIGTERM`.
+    terminated: bool,
+}
 
 /// A JSON-RPC peer on the other end of a child's stdio.
 pub struct Stdio {
-    child: Child,
-    stdin: tokio::sync::Mutex<ChildStdin>,
+    /// `None` once shut down.
+    group: Option<Group>,
+    /// `None` once closed.
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     pub(super) routes: Shared,
 }
 
 impl Stdio {
-    /// Starts `command` with piped stdin and stdout (stderr is discarded) and the reader task.
+    /// Starts `command` in a process group of its own, with piped stdin and stdout (stderr goes
+    /// where [`stderr_to`] said), and the reader task.
     pub fn spawn(command: &[OsString]) -> io::Result<Stdio> {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command"))?;
+        let stderr = match &*locked(&STDERR) {
+            Some(file) => Piped::from(file.try_clone()?),
+            None => Piped::null(),
+        };
         let mut child = Command::new(program)
             .args(args)
             .stdin(Piped::piped())
             .stdout(Piped::piped())
-            .stderr(Piped::null())
+            .stderr(stderr)
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()?;
+        let id = child.id().and_then(|id| i32::try_from(id).ok());
+        let id = Pid::from_raw(id.ok_or_else(|| io::Error::other("the child has no pid"))?);
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let routes = Shared::default();
         tokio::spawn(read(BufReader::new(stdout), Arc::clone(&routes)));
         Ok(Stdio {
-            child,
-            stdin: tokio::sync::Mutex::new(stdin),
+            group: Some(Group {
+                id,
+                leader: Some(child),
+                terminated: false,
+            }),
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
             routes,
         })
     }
@@ -52,6 +118,7 @@ impl Stdio {
         let mut line = frame.to_string().into_bytes();
         line.push(b'\n');
         let mut stdin = self.stdin.lock().await;
+        let stdin = stdin.as_mut().ok_or(io::ErrorKind::BrokenPipe)?;
         let write = async {
             stdin.write_all(&line).await?;
             stdin.flush().await
@@ -68,16 +135,105 @@ impl Stdio {
         Ok(pending)
     }
 
-    /// Ends the child: closes its stdin, and kills it if it has not exited 500 ms later.
+    /// Ends the child: closes its stdin and gives it 500 ms to exit, then stops its process
+    /// group (whatever it started and left running goes too): `SIGTERM`, up to [`GRACE`],
+    /// `SIGKILL`.
     pub async fn shutdown(mut self) {
-        drop(self.stdin);
-        if tokio::time::timeout(Duration::from_millis(500), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+        drop(self.stdin.get_mut().take());
+        let Some(mut group) = self.group.take() else {
+            return;
+        };
+        if let Some(leader) = group.leader.as_mut() {
+            let _ = tokio::time::timeout(EXIT_WAIT, leader.wait()).await;
+        }
+        stop(vec![group]).await;
+    }
+}
+
+impl Drop for Stdio {
+    /// A child not shut down (the run gave up on it, or was interrupted): its group is sent
+    /// `SIGTERM` and left to [`supervised`] for the rest, its leader kept unreaped until then so
+    /// that the group id stays its own. Outside a supervised run the group is sent `SIGKILL`.
+    fn drop(&mut self) {
+        let Some(mut group) = self.group.take() else {
+            return;
+        };
+        if SUPERVISING.load(Ordering::Relaxed) {
+            let _ = killpg(group.id, Signal::SIGTERM);
+            group.terminated = true;
+            locked(&LEFT).push(group);
+        } else {
+            let _ = killpg(group.id, Signal::SIGKILL);
         }
     }
+}
+
+/// `SIGTERM` to each group, up to [`GRACE`] for it to empty, then `SIGKILL` to what is left;
+/// each leader is reaped.
+async fn stop(mut groups: Vec<Group>) {
+    for group in groups.iter_mut().filter(|g| !g.terminated) {
+        let _ = killpg(group.id, Signal::SIGTERM);
+        group.terminated = true;
+    }
+    let deadline = Instant::now() + GRACE;
+    loop {
+        groups.retain_mut(|group| {
+            if let Some(leader) = group.leader.as_mut()
+                && !matches!(leader.try_wait(), Ok(None))
+            {
+                group.leader = None;
+            }
+            // a group with no process left is gone; the leader, until reaped, keeps it
+            killpg(group.id, None).is_ok()
+        });
+        if groups.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    for mut group in groups {
+        let _ = killpg(group.id, Signal::SIGKILL);
+        if let Some(leader) = group.leader.as_mut() {
+            let _ = tokio::time::timeout(GRACE, leader.wait()).await;
+        }
+    }
+}
+
+/// Runs `run` (a check that starts children through [`Stdio::spawn`]), then stops the process
+/// groups of the children it dropped without a shutdown. On `SIGINT`, `SIGTERM` or `SIGHUP` the
+/// run is abandoned, every child's group is stopped, and the run is [`Unreachable`] (then
+/// [`interrupted`] names the signal).
+pub async fn supervised<T>(
+    run: impl Future<Output = Result<T, Unreachable>>,
+) -> Result<T, Unreachable> {
+    INTERRUPTED.store(0, Ordering::Relaxed);
+    let watch =
+        |kind| signal(kind).map_err(|e| Unreachable(format!("cannot watch for signals: {e}")));
+    let (mut int, mut term, mut hup) = (
+        watch(SignalKind::interrupt())?,
+        watch(SignalKind::terminate())?,
+        watch(SignalKind::hangup())?,
+    );
+    SUPERVISING.store(true, Ordering::Relaxed);
+    let outcome = tokio::select! {
+        outcome = run => outcome,
+        _ = int.recv() => Err(interrupt(Signal::SIGINT)),
+        _ = term.recv() => Err(interrupt(Signal::SIGTERM)),
+        _ = hup.recv() => Err(interrupt(Signal::SIGHUP)),
+    };
+    let left = std::mem::take(&mut *locked(&LEFT));
+    stop(left).await;
+    SUPERVISING.store(false, Ordering::Relaxed);
+    outcome
+}
+
+/// Records `signal` as the one that interrupted the run.
+fn interrupt(signal: Signal) -> Unreachable {
+    INTERRUPTED.store(signal as i32, Ordering::Relaxed);
+    Unreachable(format!(
+        "interrupted by {}: the run was abandoned and its children stopped",
+        signal.as_str()
+    ))
 }
 
 /// The reader task: routes each line until EOF, then wakes every waiter with nothing.
