@@ -93,16 +93,8 @@ struct AcpArgs {
     /// How long each wait for an answer lasts, in seconds.
     #[arg(long, default_value_t = 5.0, value_parser = seconds_arg, value_name = "S")]
     timeout: f64,
-    /// Also write the full report as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Also write the report as JUnit XML to FILE: one testcase per check.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Expected failures: a YAML file listing check ids under `acp:`. A listed check that fails
-    /// does not fail the run; one that passes does, until it is removed from FILE.
-    #[arg(long, value_name = "FILE")]
-    baseline: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: OutputArgs,
     /// Write the agent's stderr to FILE (created or truncated) instead of discarding it.
     #[arg(long, value_name = "FILE")]
     stderr: Option<PathBuf>,
@@ -112,6 +104,22 @@ struct AcpArgs {
     /// The agent to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+/// What a check run writes besides its table, and the baseline it is judged by (both targets).
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// Also write the full report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also write the report as JUnit XML to FILE: one testcase per check.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Expected failures: a YAML file listing check ids under `mcp:` (for `check mcp`) or
+    /// `acp:` (for `check acp`). A listed check that fails does not fail the run; one that
+    /// passes does, until it is removed from FILE.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -139,16 +147,8 @@ struct McpArgs {
     /// How long each wait for an answer lasts, in seconds.
     #[arg(long, default_value_t = 5.0, value_parser = seconds_arg, value_name = "S")]
     timeout: f64,
-    /// Also write the full report as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Also write the report as JUnit XML to FILE: one testcase per check.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Expected failures: a YAML file listing check ids under `mcp:`. A listed check that fails
-    /// does not fail the run; one that passes does, until it is removed from FILE.
-    #[arg(long, value_name = "FILE")]
-    baseline: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: OutputArgs,
     /// Write the server's stderr to FILE (created or truncated) instead of discarding it.
     #[arg(long, value_name = "FILE", conflicts_with = "url")]
     stderr: Option<PathBuf>,
@@ -244,9 +244,7 @@ fn main() -> ExitCode {
 fn check_acp(args: AcpArgs) -> ExitCode {
     let outputs = Outputs {
         target: "acp",
-        json: args.json,
-        junit: args.junit,
-        baseline: args.baseline,
+        args: args.outputs,
     };
     let baseline = match outputs.load_baseline() {
         Ok(baseline) => baseline,
@@ -266,9 +264,7 @@ fn check_acp(args: AcpArgs) -> ExitCode {
 fn check_mcp(args: McpArgs) -> ExitCode {
     let outputs = Outputs {
         target: "mcp",
-        json: args.json,
-        junit: args.junit,
-        baseline: args.baseline,
+        args: args.outputs,
     };
     let baseline = match outputs.load_baseline() {
         Ok(baseline) => baseline,
@@ -304,18 +300,16 @@ fn check_mcp(args: McpArgs) -> ExitCode {
     outputs.finish(report, started.elapsed(), baseline)
 }
 
-/// What a check run writes besides its table, and the baseline it is judged by.
+/// What a check run of `target` writes besides its table, and the baseline it is judged by.
 struct Outputs {
     target: &'static str,
-    json: Option<PathBuf>,
-    junit: Option<PathBuf>,
-    baseline: Option<PathBuf>,
+    args: OutputArgs,
 }
 
 impl Outputs {
     /// The baseline, read before the run so a malformed one costs no run (exit code 2).
     fn load_baseline(&self) -> Result<Option<Baseline>, ExitCode> {
-        let Some(path) = &self.baseline else {
+        let Some(path) = &self.args.baseline else {
             return Ok(None);
         };
         Baseline::load(path, self.target)
@@ -350,13 +344,13 @@ impl Outputs {
         if let Some(stale) = applied.as_ref().and_then(|a| a.stale_message()) {
             eprintln!("cancelkit check {}: {stale}", self.target);
         }
-        if let Some(path) = &self.json {
+        if let Some(path) = &self.args.json {
             let json = report.json(applied.as_ref()).map_err(std::io::Error::other);
             if let Err(e) = json.and_then(|json| std::fs::write(path, json)) {
                 return self.fail(&format!("cannot write {}: {e}", path.display()));
             }
         }
-        if let Some(path) = &self.junit {
+        if let Some(path) = &self.args.junit {
             let xml = check::junit::render(&report, applied.as_ref(), elapsed);
             if let Err(e) = std::fs::write(path, xml) {
                 return self.fail(&format!("cannot write {}: {e}", path.display()));

@@ -19,7 +19,7 @@ use std::ffi::OsString;
 
 mod support;
 
-use support::{MCP_CHECK_IDS, check_mcp, explain};
+use support::{assert_outcomes, check_mcp, explain};
 
 /// The slow call, the fast call and the wait used for every server.
 const OPTIONS: [&str; 8] = [
@@ -96,43 +96,15 @@ fn assert_today(peer: &str, server: &[OsString], runs: &[Today]) {
                 today.forced.unwrap_or("its newest revision")
             ),
         };
-        let report = report.unwrap_or_else(|| panic!("{peer} at {at}: {}", explain(&output)));
-        assert_eq!(report["revision"], today.revision, "{peer} at {at}");
-        let checks = report["checks"].as_array().unwrap();
-        let ids: Vec<&str> = checks.iter().map(|c| c["id"].as_str().unwrap()).collect();
-        assert_eq!(ids, MCP_CHECK_IDS, "{peer} at {at}");
-        let changed: Vec<String> = checks
-            .iter()
-            .filter_map(|c| {
-                let id = c["id"].as_str().unwrap();
-                let expected = if today.fail.contains(&id) {
-                    "fail"
-                } else if today.na.contains(&id) {
-                    "not_applicable"
-                } else {
-                    "pass"
-                };
-                (c["result"] != expected).then(|| {
-                    format!(
-                        "{id}: {} today, expected {expected}: {}",
-                        c["result"], c["detail"]
-                    )
-                })
-            })
-            .collect();
-        assert!(
-            changed.is_empty(),
-            "{peer} at {at} behaves differently:\n{}\n\n{}",
-            changed.join("\n"),
-            String::from_utf8_lossy(&output.stdout)
-        );
-        let musts_and_shoulds_hold = today.fail.is_empty();
-        let code = Some(if musts_and_shoulds_hold { 0 } else { 1 });
-        assert_eq!(
-            output.status.code(),
-            code,
-            "{peer} at {at}: {}",
-            explain(&output)
+        let what = format!("{peer} at {at}");
+        let report = report.unwrap_or_else(|| panic!("{what}: {}", explain(&output)));
+        assert_outcomes(
+            &what,
+            &output,
+            &report,
+            today.revision,
+            today.fail,
+            today.na,
         );
     }
 }

@@ -23,7 +23,7 @@ use std::ffi::OsString;
 
 mod support;
 
-use support::{MCP_CHECK_IDS, check_mcp, explain};
+use support::{SLOW_CALL_CHECKS as PLAIN, assert_outcomes, check_mcp, explain};
 
 /// The revision-dependent checks that do not apply at 2025-11-25.
 const AT_2025: [&str; 6] = [
@@ -33,16 +33,6 @@ const AT_2025: [&str; 6] = [
     "mcp.subscriptions.listen_acknowledged",
     "mcp.subscriptions.listen_cancel",
     "mcp.subscriptions.server_cancels_only_listen",
-];
-/// The checks that need a plain slow call.
-const PLAIN: [&str; 7] = [
-    "mcp.cancel.no_response",
-    "mcp.cancel.progress_stops",
-    "mcp.cancel.keeps_serving",
-    "mcp.cancel.id_types",
-    "mcp.cancel.parallel.others_answered",
-    "mcp.cancel.parallel.cancelled_silent",
-    "mcp.cancel.responsiveness",
 ];
 /// Not applicable at 2026-07-28 for a server without `subscriptions/listen`.
 const AT_2026: [&str; 5] = [
@@ -54,8 +44,7 @@ const AT_2026: [&str; 5] = [
 ];
 
 /// Runs the check with `options` against `server` (or `--url` in `options`) and asserts the
-/// revision and every check's result: `fail` and `na` as listed, `pass` for the rest. Returns the
-/// report.
+/// revision and every check's result ([`assert_outcomes`]). Returns the report.
 fn assert_today(
     what: &str,
     options: &[&str],
@@ -66,42 +55,7 @@ fn assert_today(
 ) -> serde_json::Value {
     let (output, report) = check_mcp(options, server);
     let report = report.unwrap_or_else(|| panic!("{what}: {}", explain(&output)));
-    assert_eq!(report["revision"], revision, "{what}");
-    let checks = report["checks"].as_array().unwrap();
-    let ids: Vec<&str> = checks.iter().map(|c| c["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, MCP_CHECK_IDS, "{what}");
-    let changed: Vec<String> = checks
-        .iter()
-        .filter_map(|c| {
-            let id = c["id"].as_str().unwrap();
-            let expected = if fail.contains(&id) {
-                "fail"
-            } else if na.iter().any(|list| list.contains(&id)) {
-                "not_applicable"
-            } else {
-                "pass"
-            };
-            (c["result"] != expected).then(|| {
-                format!(
-                    "{id}: {} today, expected {expected}: {}",
-                    c["result"], c["detail"]
-                )
-            })
-        })
-        .collect();
-    assert!(
-        changed.is_empty(),
-        "{what} behaves differently:\n{}\n\n{}",
-        changed.join("\n"),
-        String::from_utf8_lossy(&output.stdout)
-    );
-    let code = if fail.is_empty() { 0 } else { 1 };
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{what}: {}",
-        explain(&output)
-    );
+    assert_outcomes(what, &output, &report, revision, fail, &na.concat());
     report
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 mod support;
 
-use support::{check_mcp, explain};
+use support::{SLOW_CALL_CHECKS as SLOW, check_mcp, explain};
 
 fn quirky(flags: &[&str]) -> Vec<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quirky_mcp_server.py");
@@ -30,17 +30,6 @@ const WORK: [&str; 10] = [
     r#"{"a": 1, "b": 2}"#,
     "--timeout",
     "2",
-];
-
-/// The checks that need a slow call in flight.
-const SLOW: [&str; 7] = [
-    "mcp.cancel.no_response",
-    "mcp.cancel.progress_stops",
-    "mcp.cancel.keeps_serving",
-    "mcp.cancel.id_types",
-    "mcp.cancel.parallel.others_answered",
-    "mcp.cancel.parallel.cancelled_silent",
-    "mcp.cancel.responsiveness",
 ];
 
 fn result<'a>(report: &'a Value, id: &str) -> (&'a str, &'a str) {

@@ -2,7 +2,7 @@
 //! how the tests start the real Streamable HTTP peers (server-everything in [`crate::node`],
 //! FastMCP in [`crate::python`]).
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ impl HttpPeer {
     pub(crate) fn start(what: &str, path: &str, command: impl Fn(u16) -> Command) -> HttpPeer {
         let mut last_log = String::new();
         for _ in 0..ATTEMPTS {
-            let port = free_port();
+            let port = crate::redis::free_port();
             let log = std::env::temp_dir().join(format!(
                 "cancelkit-{}-{}-{port}.log",
                 what.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
@@ -117,12 +117,4 @@ impl Drop for HttpPeer {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
-}
-
-/// A loopback port nobody listens on right now (the OS picks it; released at once).
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("bind a loopback port")
-        .port()
 }

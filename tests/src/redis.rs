@@ -163,8 +163,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// A port nobody listens on right now (the OS picks it; taken back at once).
-fn free_port() -> u16 {
+/// A loopback port nobody listens on right now (the OS picks it; taken back at once).
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .expect("bind a loopback port")

@@ -172,25 +172,27 @@ pub async fn run(s: &mut Session) -> Result<Calibration, Unreachable> {
         .as_str()
         .unwrap_or("forbidden")
         .to_owned();
-    let mut calibration = Calibration {
-        tools: tools.len(),
-        task_support,
-        slow: Err(String::new()),
-        task_natural: None,
-    };
-    calibration.slow = if calibration.task_support == "required" {
-        if s.version == V2025 {
-            calibration.task_natural = measure_task(s).await;
-        }
-        Err(format!(
+    let (slow, task_natural) = if task_support == "required" {
+        let natural = if s.version == V2025 {
+            measure_task(s).await
+        } else {
+            None
+        };
+        let why = format!(
             "`{}` only runs as a task (execution.taskSupport: required): a plain tools/call \
              cannot be cancelled with notifications/cancelled",
             s.options.tool
-        ))
+        );
+        (Err(why), natural)
     } else {
-        measure(s).await
+        (measure(s).await, None)
     };
-    Ok(calibration)
+    Ok(Calibration {
+        tools: tools.len(),
+        task_support,
+        slow,
+        task_natural,
+    })
 }
 
 /// Makes the slow call once, uncancelled, and measures it.

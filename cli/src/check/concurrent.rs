@@ -52,16 +52,15 @@ pub async fn id_types(s: &mut Session, checks: &mut Vec<Check>) {
         };
         let a = s.call_slow_as(Some(first), &mut ev).await;
         let b = s.call_slow_as(Some(second), &mut ev).await;
+        let sent_first = a.id.clone();
         let (cancelled, kept) = if number_first == cancel_number {
             (a, b)
         } else {
             (b, a)
         };
         let name = format!(
-            "{} and {} (sent first: {})",
-            cancelled.id,
-            kept.id,
-            a_first(n)
+            "{} and {} (sent first: {sent_first})",
+            cancelled.id, kept.id
         );
         pairs.push((name, cancelled, kept));
     }
@@ -143,16 +142,6 @@ pub async fn id_types(s: &mut Session, checks: &mut Vec<Check>) {
         detail,
         ev,
     ));
-}
-
-/// Which of a pair went first, for its name.
-fn a_first(n: u8) -> String {
-    let number_first = PAIRS.iter().any(|(m, first, _)| *m == n && *first);
-    if number_first {
-        n.to_string()
-    } else {
-        format!("\"{n}\"")
-    }
 }
 
 /// Scenario 4: 100 slow calls in parallel, every second one cancelled: every other one is

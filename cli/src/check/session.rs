@@ -271,7 +271,7 @@ impl Session {
         let pending = self
             .call_as(id.clone(), "tools/call", self.slow(Some(&token)), ev)
             .await;
-        if let Some(m) = self.measured() {
+        if let Ok(m) = self.usable() {
             let end = sent + m.duration + m.slack();
             self.busy_until = self.busy_until.max(end);
         }
@@ -295,10 +295,6 @@ impl Session {
             Some(c) => c.slow.clone(),
             None => Err("the slow call was not calibrated".into()),
         }
-    }
-
-    fn measured(&self) -> Option<Measured> {
-        self.usable().ok()
     }
 
     /// Waits until the server is quiet, so that a scenario starts from there: past every slow

@@ -291,12 +291,6 @@ impl Pending {
             }
         }
     }
-
-    /// Whether the response can still come (it has not come, and the transport still holds its
-    /// waiter).
-    pub fn open(&self) -> bool {
-        self.0.is_some()
-    }
 }
 
 #[cfg(test)]

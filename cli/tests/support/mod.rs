@@ -110,6 +110,68 @@ pub const MCP_CHECK_IDS: [&str; 19] = [
     "mcp.subscriptions.server_cancels_only_listen",
 ];
 
+/// The checks of `cancelkit check mcp` that need a plain slow call in flight: `n/a` together
+/// when there is none.
+pub const SLOW_CALL_CHECKS: [&str; 7] = [
+    "mcp.cancel.no_response",
+    "mcp.cancel.progress_stops",
+    "mcp.cancel.keeps_serving",
+    "mcp.cancel.id_types",
+    "mcp.cancel.parallel.others_answered",
+    "mcp.cancel.parallel.cancelled_silent",
+    "mcp.cancel.responsiveness",
+];
+
+/// Asserts what a `cancelkit check mcp` run found against what the server does today: the
+/// run spoke `revision`, its report lists every check id in order, the checks in `fail` failed,
+/// those in `na` did not apply and every other one passed (each difference is named), and the
+/// exit code is 1 exactly when something fails.
+pub fn assert_outcomes(
+    what: &str,
+    output: &std::process::Output,
+    report: &Value,
+    revision: &str,
+    fail: &[&str],
+    na: &[&str],
+) {
+    assert_eq!(report["revision"], revision, "{what}");
+    assert_eq!(ids(report), MCP_CHECK_IDS, "{what}");
+    let changed: Vec<String> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            let id = c["id"].as_str().unwrap();
+            let expected = if fail.contains(&id) {
+                "fail"
+            } else if na.contains(&id) {
+                "not_applicable"
+            } else {
+                "pass"
+            };
+            (c["result"] != expected).then(|| {
+                format!(
+                    "{id}: {} today, expected {expected}: {}",
+                    c["result"], c["detail"]
+                )
+            })
+        })
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "{what} behaves differently:\n{}\n\n{}",
+        changed.join("\n"),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let code = if fail.is_empty() { 0 } else { 1 };
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{what}: {}",
+        explain(output)
+    );
+}
+
 /// Runs `cancelkit check mcp --json REPORT OPTIONS -- SERVER` (without `-- SERVER` when `server`
 /// is empty, as with `--url`); its output and the report, if one was written.
 pub fn check_mcp<S: AsRef<OsStr>>(
