@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use cancelkit_cli::check::acp::{AcpOptions, DEFAULT_PROMPT};
+use cancelkit_cli::check::acp_session::Permission;
 use cancelkit_cli::check::baseline::Baseline;
 use cancelkit_cli::check::{self, Options, Report, Unreachable};
 use cancelkit_cli::{trace, view};
@@ -93,6 +94,12 @@ struct AcpArgs {
     /// How long each wait for an answer lasts, in seconds.
     #[arg(long, default_value_t = 5.0, value_parser = seconds_arg, value_name = "S")]
     timeout: f64,
+    /// The user's decision the check plays when the agent asks for permission outside a
+    /// `session/cancel` (after one, the answer is `cancelled`, as ACP requires): while a
+    /// cancelled turn runs the request is held, and answered this way only if the agent still
+    /// waits for it --timeout after the cancel.
+    #[arg(long, value_enum, default_value = "reject", value_name = "DECISION")]
+    permission: Permission,
     #[command(flatten)]
     outputs: OutputArgs,
     /// Write the agent's stderr to FILE (created or truncated) instead of discarding it.
@@ -253,6 +260,7 @@ fn check_acp(args: AcpArgs) -> ExitCode {
     let options = AcpOptions {
         prompt: args.prompt,
         timeout: Duration::from_secs_f64(args.timeout),
+        permission: args.permission,
         musts_only: args.musts_only,
         stderr: args.stderr,
     };

@@ -13,22 +13,7 @@ use serde_json::Value;
 
 mod support;
 
-use support::{BIN, explain, ids};
-
-/// Every check's stable id, in the order they run.
-const IDS: [&str; 11] = [
-    "acp.cancel_request.answered_once",
-    "acp.cancel_request.keeps_serving",
-    "acp.cancel_request_seed.answered_once",
-    "acp.cancel_request_seed.keeps_serving",
-    "acp.session_cancel.stop_reason",
-    "acp.session_cancel.cascade",
-    "acp.session_cancel.keeps_serving",
-    "acp.ignore.unknown_id",
-    "acp.ignore.completed_id",
-    "acp.ignore.malformed",
-    "acp.initialize.not_cancelled",
-];
+use support::{ACP_CHECK_IDS, BIN, explain, ids};
 
 /// Runs `cancelkit check acp --timeout 2 --json FILE OPTIONS -- AGENT`; the output and the
 /// report.
@@ -51,7 +36,7 @@ fn outcomes(report: &Value) -> BTreeMap<String, (String, String)> {
 
 /// Asserts each check's result, and that its detail contains the text given.
 fn expect(report: &Value, expected: &[(&str, &str, &str)]) {
-    assert_eq!(ids(report), IDS, "{report:#}");
+    assert_eq!(ids(report), ACP_CHECK_IDS, "{report:#}");
     let got = outcomes(report);
     for (id, result, detail) in expected {
         let (got_result, got_detail) = &got[*id];
@@ -61,18 +46,24 @@ fn expect(report: &Value, expected: &[(&str, &str, &str)]) {
             "{id}: {got_detail:?} lacks {detail:?}"
         );
     }
-    assert_eq!(expected.len(), IDS.len(), "every check is asserted");
+    assert_eq!(
+        expected.len(),
+        ACP_CHECK_IDS.len(),
+        "every check is asserted"
+    );
 }
 
-/// What the three real agents share today: every MUST holds, cancels they cannot name are
-/// ignored, and they cancel their own permission request when the turn is cancelled.
-const COMMON: [(&str, &str, &str); 8] = [
+/// What the three agents that honour cancellation share today: every MUST holds, the updates
+/// stop with `session/cancel`, cancels they cannot name are ignored, and they cancel their own
+/// permission request when the turn is cancelled.
+const COMMON: [(&str, &str, &str); 9] = [
     ("acp.cancel_request.keeps_serving", "pass", "answered"),
     (
         "acp.session_cancel.stop_reason",
         "pass",
         "stopReason cancelled",
     ),
+    ("acp.session_cancel.updates_stop", "pass", "none later"),
     (
         "acp.session_cancel.cascade",
         "pass",
@@ -93,6 +84,11 @@ fn sdk_agent(report: &Value) {
             "acp.cancel_request.answered_once",
             "pass",
             "once with -32800",
+        ),
+        (
+            "acp.cancel_request.honoured",
+            "pass",
+            "the cancel ended the turn: answered -32800",
         ),
         (
             "acp.cancel_request_seed.answered_once",
@@ -129,6 +125,11 @@ fn cancelkits_example_agent_holds_every_must() {
             "once with a result (stopReason cancelled)",
         ),
         (
+            "acp.cancel_request.honoured",
+            "pass",
+            "the cancel ended the turn: answered stopReason cancelled",
+        ),
+        (
             "acp.cancel_request_seed.answered_once",
             "pass",
             "once with a result (stopReason cancelled)",
@@ -149,7 +150,12 @@ fn cancelkits_example_agent_with_the_default_prompt_sends_no_request_to_cancel()
     let (output, report) = check::<&Path>(&["--musts-only"], &[agent.as_ref()]);
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
     let report = report.unwrap();
-    assert_eq!(report["slow_call"]["prompt"], "sleep 5");
+    assert_eq!(report["slow_call"]["prompt"], "sleep 2");
+    // measured uncancelled: two updates, one a second, no request to the client
+    let slow = &report["slow_call"];
+    assert_eq!(slow["updates"], 2, "{slow}");
+    assert!(slow["natural_ms"].as_u64().unwrap() >= 2000, "{slow}");
+    assert_eq!(slow["asked"], serde_json::json!([]), "{slow}");
     let cascade = &outcomes(&report)["acp.session_cancel.cascade"];
     assert_eq!(cascade.0, "not_applicable", "{cascade:?}");
     assert!(cascade.1.contains("--prompt ask"), "{cascade:?}");
@@ -160,7 +166,7 @@ fn an_agent_on_the_acp_typescript_sdk() {
     let node = cancelkit_tests::node::install();
     let script = node.join("acp_agent.mjs");
     let (output, report) = check(
-        &["--prompt", "ask 5"],
+        &["--prompt", "ask 1"],
         &[Path::new("node"), script.as_path()],
     );
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
@@ -173,7 +179,7 @@ fn an_agent_on_the_acp_typescript_sdk() {
 #[test]
 fn an_agent_on_the_acp_rust_sdk() {
     let agent = cancelkit_tests::package_example("cancelkit-cli", "acp_sdk_agent");
-    let (output, report) = check(&["--prompt", "ask 5"], &[agent]);
+    let (output, report) = check(&["--prompt", "ask 1"], &[agent]);
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
     sdk_agent(&report.unwrap());
 }
@@ -203,7 +209,7 @@ fn a_broken_agent_fails_exactly_its_faults() {
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let report = report.unwrap();
     assert_eq!(report["verdict"], "fail");
-    let not_applicable = "no request to the client";
+    let not_applicable = "no request to the client pending";
     expect(
         &report,
         &[
@@ -211,6 +217,11 @@ fn a_broken_agent_fails_exactly_its_faults() {
                 "acp.cancel_request.answered_once",
                 "fail",
                 "answered 2 times",
+            ),
+            (
+                "acp.cancel_request.honoured",
+                "not_applicable",
+                "more than once",
             ),
             ("acp.cancel_request.keeps_serving", "pass", "answered"),
             (
@@ -223,6 +234,11 @@ fn a_broken_agent_fails_exactly_its_faults() {
                 "acp.session_cancel.stop_reason",
                 "fail",
                 "error -32800, not a result",
+            ),
+            (
+                "acp.session_cancel.updates_stop",
+                "not_applicable",
+                "sent no session/update",
             ),
             (
                 "acp.session_cancel.cascade",
@@ -242,21 +258,18 @@ fn a_broken_agent_fails_exactly_its_faults() {
 }
 
 #[test]
-fn a_prompt_answered_before_the_cancel_makes_its_checks_not_applicable() {
+fn a_prompt_answered_at_once_makes_every_check_that_needs_one_not_applicable() {
     let agent = cancelkit_tests::example("acp_agent");
     // cancelkit's example agent echoes any other text at once
     let (output, report) = check(&["--prompt", "hello"], &[agent]);
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
-    let got = outcomes(&report.unwrap());
-    for id in [
-        "acp.cancel_request.answered_once",
-        "acp.cancel_request_seed.answered_once",
-        "acp.session_cancel.stop_reason",
-        "acp.session_cancel.cascade",
-    ] {
-        let (result, detail) = &got[id];
+    let report = report.unwrap();
+    assert_eq!(report["slow_call"]["usable"], false, "{report:#}");
+    let got = outcomes(&report);
+    for id in &ACP_CHECK_IDS[..9] {
+        let (result, detail) = &got[*id];
         assert_eq!(result, "not_applicable", "{id}: {detail}");
         assert!(detail.contains("give a slower --prompt"), "{id}: {detail}");
     }
-    assert_eq!(got["acp.session_cancel.keeps_serving"].0, "pass");
+    assert_eq!(got["acp.ignore.unknown_id"].0, "pass");
 }

@@ -1,8 +1,12 @@
 //! One ACP connection of `cancelkit check acp`: the handshake (`initialize`, then `session/new`),
-//! the requests the scenarios make, and the part of a client the agent may need while they wait:
-//! it notes the agent's own requests to the client (`session/request_permission`, `fs/*`,
-//! `terminal/*`), answers those the agent cancels, and answers the rest when told to, as a
-//! well-behaved client does after it cancelled a turn.
+//! the requests the scenarios make, and the part of a client the agent may need while they wait.
+//!
+//! What the check does with the agent's own requests to the client (`session/request_permission`,
+//! `fs/*`, `terminal/*`) is an explicit choice, [`Answering`], set by each scenario: answer at
+//! once as a user would (`--permission reject` or `allow`; `fs/*` and `terminal/*`, which the
+//! check does not declare, with -32601), hold them unanswered (a user who has not decided yet), or
+//! answer them `cancelled`, which ACP asks of a client only after it sent `session/cancel`. A
+//! request the agent cancels itself is answered at once, as cancelled, whatever the choice.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -10,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::wire::{Client, Pending};
+use super::wire::{Client, Pending, Timed};
 use super::{Evidence, Unreachable, shown};
 
 /// The ACP protocol version the check speaks.
@@ -33,6 +37,64 @@ pub struct AgentRequest {
     pub id: Value,
     /// Its method.
     pub method: String,
+    /// The permission options it offers (`session/request_permission`): (`optionId`, `kind`).
+    pub options: Vec<(Value, String)>,
+    /// When it came (to within one look at the agent's frames).
+    pub at: Instant,
+}
+
+impl AgentRequest {
+    /// `method id`, for evidence and details.
+    pub fn name(&self) -> String {
+        format!("{} {}", self.method, self.id)
+    }
+}
+
+/// How the check answers a permission request when no `session/cancel` is involved: the user's
+/// decision it plays (`--permission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Permission {
+    /// Pick the agent's `reject_once` option (else `reject_always`).
+    Reject,
+    /// Pick the agent's `allow_once` option (else `allow_always`).
+    Allow,
+}
+
+impl Permission {
+    /// The option kinds it picks, in order of preference.
+    fn kinds(self) -> [&'static str; 2] {
+        match self {
+            Permission::Reject => ["reject_once", "reject_always"],
+            Permission::Allow => ["allow_once", "allow_always"],
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Reject => "reject",
+            Permission::Allow => "allow",
+        }
+    }
+}
+
+/// An answer the check gives to one of the agent's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// A user's decision: the chosen permission option; -32601 for `fs/*` and `terminal/*`.
+    Decide(Permission),
+    /// Cancelled: outcome `cancelled` for a permission request, -32800 for anything else.
+    Cancelled,
+}
+
+/// What the check does with the agent's requests as they come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answering {
+    /// Answer each at once.
+    Now(Reply),
+    /// Keep each unanswered in [`AcpSession::outstanding`] until a scenario answers it (or the
+    /// agent cancels it).
+    Hold,
 }
 
 /// A started agent, after `initialize`.
@@ -45,12 +107,16 @@ pub struct AcpSession {
     pub init: Value,
     /// The agent's requests to the client not answered yet, oldest first.
     pub outstanding: Vec<AgentRequest>,
+    /// Every request the agent sent to the client (the last [`MAX_OUTSTANDING`]), oldest first.
+    pub asked: VecDeque<AgentRequest>,
     /// The ids the agent named in its own `$/cancel_request` (or `$/cancelRequest`).
     pub cancelled_by_agent: Vec<Value>,
     /// Frames that were neither routed responses, agent requests nor agent cancels.
     pub seen: VecDeque<Value>,
-    /// How many `session/update` notifications came.
-    pub updates: usize,
+    /// What is done with the agent's requests as they come.
+    pub answering: Answering,
+    /// The user's decision the check plays (`--permission`).
+    pub permission: Permission,
     next_id: u64,
 }
 
@@ -78,9 +144,11 @@ impl AcpSession {
             timeout,
             init: Value::Null,
             outstanding: Vec::new(),
+            asked: VecDeque::new(),
             cancelled_by_agent: Vec::new(),
             seen: VecDeque::new(),
-            updates: 0,
+            answering: Answering::Hold,
+            permission: Permission::Reject,
             next_id: 0,
         })
     }
@@ -184,19 +252,31 @@ impl AcpSession {
         ev: &mut Evidence,
     ) -> Option<Value> {
         let deadline = Instant::now() + timeout;
+        self.wait_until(pending, deadline, ev)
+            .await
+            .map(|(frame, _)| frame)
+    }
+
+    /// Like [`AcpSession::wait`], until `deadline`, with when the response came.
+    pub async fn wait_until(
+        &mut self,
+        pending: &mut Pending,
+        deadline: Instant,
+        ev: &mut Evidence,
+    ) -> Option<Timed> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let step = left.min(POLL);
             let started = Instant::now();
-            if let Some(frame) = pending.wait(step).await {
+            if let Some(timed) = pending.wait_timed(step).await {
                 self.pump(ev).await;
-                return Some(frame);
+                return Some(timed);
             }
             // A response that can never come (a failed write) ends the wait at once: keep pace.
             tokio::time::sleep(step.saturating_sub(started.elapsed())).await;
             self.pump(ev).await;
             if left.is_zero() || self.client.closed() {
-                return pending.now();
+                return pending.now_timed();
             }
         }
     }
@@ -206,8 +286,9 @@ impl AcpSession {
         self.wait(&mut Pending::never(), duration, ev).await;
     }
 
-    /// Takes the agent's unrouted frames: notes its requests, answers those it cancels, keeps
-    /// the rest in [`AcpSession::seen`].
+    /// Takes the agent's unrouted frames: answers or holds its requests (as
+    /// [`AcpSession::answering`] says), answers those it cancels, keeps the rest in
+    /// [`AcpSession::seen`]. (`session/update` is logged by the client, with its time.)
     pub async fn pump(&mut self, ev: &mut Evidence) {
         for frame in self.client.others() {
             let method = frame
@@ -215,15 +296,42 @@ impl AcpSession {
                 .and_then(Value::as_str)
                 .map(str::to_owned);
             match (method.as_deref(), frame.get("id")) {
-                (Some("session/update"), None) => self.updates += 1,
                 (Some(method), Some(id)) => {
                     ev.got(&frame);
+                    let options = frame["params"]["options"]
+                        .as_array()
+                        .map(|options| {
+                            options
+                                .iter()
+                                .map(|o| {
+                                    (
+                                        o["optionId"].clone(),
+                                        o["kind"].as_str().unwrap_or("").to_owned(),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
                     let request = AgentRequest {
                         id: id.clone(),
                         method: method.to_owned(),
+                        options,
+                        at: Instant::now(),
                     };
-                    if self.outstanding.len() < MAX_OUTSTANDING {
-                        self.outstanding.push(request);
+                    self.asked.push_back(request.clone());
+                    if self.asked.len() > MAX_OUTSTANDING {
+                        self.asked.pop_front();
+                    }
+                    match self.answering {
+                        Answering::Now(reply) => self.reply(request, reply, ev).await,
+                        Answering::Hold if self.outstanding.len() < MAX_OUTSTANDING => {
+                            self.outstanding.push(request);
+                        }
+                        // beyond the bound a held request is answered as the user decides
+                        Answering::Hold => {
+                            let reply = Reply::Decide(self.permission);
+                            self.reply(request, reply, ev).await;
+                        }
                     }
                 }
                 (Some(CANCEL_REQUEST | CANCEL_REQUEST_SEED), None) => {
@@ -234,7 +342,7 @@ impl AcpSession {
                         if self.cancelled_by_agent.len() < MAX_OUTSTANDING {
                             self.cancelled_by_agent.push(id.clone());
                         }
-                        self.answer(&id, ev).await;
+                        self.answer(&id, Reply::Cancelled, ev).await;
                     }
                 }
                 _ => {
@@ -248,27 +356,54 @@ impl AcpSession {
         }
     }
 
-    /// Answers the agent's request `id`, if it is outstanding, as cancelled: a permission
-    /// request with outcome `cancelled`, anything else with -32800.
-    async fn answer(&mut self, id: &Value, ev: &mut Evidence) {
+    /// Answers the agent's request `id` with `reply`, if it is outstanding.
+    async fn answer(&mut self, id: &Value, reply: Reply, ev: &mut Evidence) {
         let Some(at) = self.outstanding.iter().position(|r| &r.id == id) else {
             return;
         };
         let request = self.outstanding.remove(at);
-        let frame = if request.method == "session/request_permission" {
-            json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "cancelled"}}})
-        } else {
-            json!({"jsonrpc": "2.0", "id": id,
-                   "error": {"code": -32800, "message": "Request cancelled"}})
+        self.reply(request, reply, ev).await;
+    }
+
+    /// Sends `reply` to `request`.
+    async fn reply(&mut self, request: AgentRequest, reply: Reply, ev: &mut Evidence) {
+        let id = &request.id;
+        let permission = request.method == "session/request_permission";
+        let frame = match reply {
+            Reply::Cancelled if permission => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "cancelled"}}})
+            }
+            Reply::Cancelled => json!({"jsonrpc": "2.0", "id": id,
+                   "error": {"code": -32800, "message": "Request cancelled"}}),
+            Reply::Decide(choice) if permission => {
+                let kinds = choice.kinds();
+                let picked = kinds
+                    .iter()
+                    .find_map(|kind| request.options.iter().find(|(_, k)| k == kind));
+                match picked {
+                    Some((option, _)) => json!({"jsonrpc": "2.0", "id": id,
+                        "result": {"outcome": {"outcome": "selected", "optionId": option}}}),
+                    None => {
+                        ev.note(format!(
+                            "{} offers no {} option: the client answers it cancelled",
+                            request.name(),
+                            choice.name()
+                        ));
+                        json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": {"outcome": "cancelled"}}})
+                    }
+                }
+            }
+            Reply::Decide(_) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601,
+                "message": "cancelkit check declares no file system or terminal capability"}}),
         };
         self.send(frame, ev).await;
     }
 
-    /// Answers every outstanding agent request as cancelled.
-    pub async fn answer_outstanding(&mut self, ev: &mut Evidence) {
+    /// Answers every outstanding agent request with `reply`.
+    pub async fn answer_outstanding(&mut self, reply: Reply, ev: &mut Evidence) {
         let ids: Vec<Value> = self.outstanding.iter().map(|r| r.id.clone()).collect();
         for id in ids {
-            self.answer(&id, ev).await;
+            self.answer(&id, reply, ev).await;
         }
     }
 

@@ -237,18 +237,24 @@ async fn measure(s: &mut Session) -> Result<Measured, String> {
         .into_iter()
         .map(|(_, at)| at)
         .collect();
-    let mut gaps: Vec<Duration> = std::iter::once(call.sent)
+    Ok(Measured {
+        duration,
+        progress: times.len(),
+        progress_every: median_gap(call.sent, &times),
+    })
+}
+
+/// The median time between reports that came at `times` (from `start` to the first, then
+/// between each two); `None` without reports.
+pub fn median_gap(start: Instant, times: &[Instant]) -> Option<Duration> {
+    let mut gaps: Vec<Duration> = std::iter::once(start)
         .chain(times.iter().copied())
         .collect::<Vec<_>>()
         .windows(2)
         .map(|w| w[1].saturating_duration_since(w[0]))
         .collect();
     gaps.sort();
-    Ok(Measured {
-        duration,
-        progress: times.len(),
-        progress_every: gaps.get(gaps.len() / 2).copied(),
-    })
+    gaps.get(gaps.len() / 2).copied()
 }
 
 /// A task-only tool at 2025-11-25: runs one task to its end and measures it.

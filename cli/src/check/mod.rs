@@ -27,8 +27,11 @@
 //! handshake.
 
 pub mod acp;
+pub mod acp_calibrate;
 pub mod acp_ignore;
+pub mod acp_request;
 pub mod acp_session;
+pub mod acp_turn;
 pub mod baseline;
 pub mod calibrate;
 pub mod concurrent;

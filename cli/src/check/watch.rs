@@ -20,6 +20,12 @@ pub const PROGRESS_GRACE: Duration = Duration::from_millis(500);
 /// The longest grace given to progress after a cancel.
 pub const MAX_GRACE: Duration = Duration::from_secs(2);
 
+/// How long after a cancel reports of the work may still come: [`PROGRESS_GRACE`] plus one
+/// interval between reports (`every`, when measured), at most [`MAX_GRACE`].
+pub fn grace(every: Option<Duration>) -> Duration {
+    (PROGRESS_GRACE + every.unwrap_or_default()).min(MAX_GRACE)
+}
+
 /// A call watched until the run ends.
 pub struct Watched {
     /// The check it is judged against.
@@ -127,7 +133,7 @@ pub fn judge_progress(s: &Session, watches: &[ProgressWatch], checks: &mut [Chec
             continue;
         }
         let all = s.client.progress(&w.token);
-        let grace = (PROGRESS_GRACE + w.every.unwrap_or_default()).min(MAX_GRACE);
+        let grace = grace(w.every);
         let after: Vec<&(Value, Instant)> = all
             .iter()
             .filter(|(_, at)| *at > w.cancelled + grace)

@@ -6,8 +6,9 @@
 //! transports share one routing table, `Routes`: each response goes to the waiter registered
 //! for its id (ids compare by their JSON text, so `1` and `"1"` are different), and every other
 //! frame — responses nobody waits for, notifications, the server's requests — is kept in a
-//! bounded queue of [`Client::others`], except `notifications/progress`, which goes to a bounded
-//! log of its own ([`Client::progress`]) with the time each one came. Every wait has a timeout;
+//! bounded queue of [`Client::others`], except the notifications that report work going on —
+//! MCP's `notifications/progress` and ACP's `session/update` — which go to a bounded log of
+//! their own ([`Client::progress`], [`Client::updates`]) with the time each one came. Every wait has a timeout;
 //! the waiters, the queue, the logs, a line and an event are bounded.
 
 pub mod http;
@@ -31,9 +32,11 @@ pub const MAX_PENDING: usize = 4096;
 pub const MAX_OTHERS: usize = 1024;
 /// At most this many `notifications/cancelled` from the server are kept for [`Client::cancels`].
 pub const MAX_CANCELS: usize = 256;
-/// At most this many `notifications/progress` are kept for [`Client::progress`]; older ones are
-/// dropped first.
+/// At most this many `notifications/progress` and `session/update` are kept for
+/// [`Client::progress`] and [`Client::updates`]; older ones are dropped first.
 pub const MAX_PROGRESS: usize = 16_384;
+/// The notifications that go to the timed log instead of [`Client::others`].
+const TIMED: [&str; 2] = ["notifications/progress", "session/update"];
 
 /// A frame and when it came.
 pub type Timed = (Value, Instant);
@@ -48,8 +51,9 @@ pub fn id_key(id: &Value) -> String {
 pub(crate) struct Routes {
     pub(crate) pending: HashMap<String, oneshot::Sender<Timed>>,
     others: VecDeque<Value>,
-    /// Every `notifications/progress` (the last [`MAX_PROGRESS`]), with when it came.
-    progress: VecDeque<Timed>,
+    /// Every `notifications/progress` and `session/update` (the last [`MAX_PROGRESS`]), with
+    /// when it came.
+    log: VecDeque<Timed>,
     dropped: usize,
     /// Every `notifications/cancelled` the server sent (the first [`MAX_CANCELS`]), whoever
     /// took the frame.
@@ -65,11 +69,11 @@ impl Routes {
             Some("notifications/cancelled") if self.cancels.len() < MAX_CANCELS => {
                 self.cancels.push(frame.clone());
             }
-            Some("notifications/progress") => {
-                if self.progress.len() == MAX_PROGRESS {
-                    self.progress.pop_front();
+            Some(method) if TIMED.contains(&method) && frame.get("id").is_none() => {
+                if self.log.len() == MAX_PROGRESS {
+                    self.log.pop_front();
                 }
-                self.progress.push_back((frame, now));
+                self.log.push_back((frame, now));
                 return;
             }
             _ => {}
@@ -219,10 +223,21 @@ impl Client {
     /// The `notifications/progress` for `token` kept so far, oldest first, with when each came;
     /// it does not take them.
     pub fn progress(&self, token: &Value) -> Vec<Timed> {
+        self.timed("notifications/progress", "progressToken", token)
+    }
+
+    /// The `session/update` notifications for ACP session `session` kept so far, oldest first,
+    /// with when each came; it does not take them.
+    pub fn updates(&self, session: &str) -> Vec<Timed> {
+        self.timed("session/update", "sessionId", &Value::from(session))
+    }
+
+    /// The kept `method` notifications whose `params[key]` is `value`.
+    fn timed(&self, method: &str, key: &str, value: &Value) -> Vec<Timed> {
         self.routes()
-            .progress
+            .log
             .iter()
-            .filter(|(frame, _)| &frame["params"]["progressToken"] == token)
+            .filter(|(frame, _)| frame["method"] == method && &frame["params"][key] == value)
             .cloned()
             .collect()
     }
@@ -348,18 +363,21 @@ mod tests {
         let progress = |token: &str| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}});
         routes.route(progress("a"));
         routes.route(progress("b"));
+        routes.route(
+            json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s"}}),
+        );
         assert!(
             routes.others.is_empty(),
-            "progress is not kept with the others"
+            "progress and session updates are not kept with the others"
         );
-        assert_eq!(routes.progress.len(), 2);
+        assert_eq!(routes.log.len(), 3);
         for _ in 0..MAX_PROGRESS {
             routes.route(progress("c"));
         }
-        assert_eq!(routes.progress.len(), MAX_PROGRESS);
+        assert_eq!(routes.log.len(), MAX_PROGRESS);
         assert!(
             routes
-                .progress
+                .log
                 .iter()
                 .all(|(f, _)| f["params"]["progressToken"] == "c")
         );

@@ -87,6 +87,23 @@ pub fn view(trace: &Path, html: &Path) -> String {
     std::fs::read_to_string(html).unwrap()
 }
 
+/// Every check id of `cancelkit check acp`, in the order they are reported.
+pub const ACP_CHECK_IDS: [&str; 13] = [
+    "acp.cancel_request.answered_once",
+    "acp.cancel_request.honoured",
+    "acp.cancel_request.keeps_serving",
+    "acp.cancel_request_seed.answered_once",
+    "acp.cancel_request_seed.keeps_serving",
+    "acp.session_cancel.stop_reason",
+    "acp.session_cancel.updates_stop",
+    "acp.session_cancel.cascade",
+    "acp.session_cancel.keeps_serving",
+    "acp.ignore.unknown_id",
+    "acp.ignore.completed_id",
+    "acp.ignore.malformed",
+    "acp.initialize.not_cancelled",
+];
+
 /// Every check id of `cancelkit check mcp`, in the order they are reported.
 pub const MCP_CHECK_IDS: [&str; 19] = [
     "mcp.cancel.no_response",

@@ -36,20 +36,33 @@ fn messages(mode: Mode, body: &Value) -> (&'static str, Reply) {
     // The agent's turns carry its tools; a request without them is a side question (a title,
     // a summary): answered at once in every mode.
     let turn = body["tools"].as_array().is_some_and(|t| !t.is_empty());
-    // Claude Code sends the next prompt in the same user message as the last tool result
-    // (`[tool_result, text]`): the turn is after a tool when the last block that is not a
-    // system reminder is a tool result.
-    let last = body["messages"].as_array().and_then(|m| m.last());
-    let after_tool = last
-        .and_then(|message| message["content"].as_array())
-        .and_then(|blocks| {
-            blocks.iter().rev().find(|b| {
-                !b["text"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with("<system-reminder>"))
+    // The turn is after a tool when the last assistant message ends with a tool use and the
+    // last message answers it. Claude Code sends the next prompt in the same user message as the
+    // last tool result, and after a refused tool it keeps that prompt last (`[tool_result...,
+    // text]`, the tool's use appended to the assistant's merged message), so neither the last
+    // block nor the presence of a result alone tells.
+    let messages = body["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let pending_use = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .and_then(|m| m["content"].as_array())
+        .and_then(|blocks| blocks.last())
+        .filter(|block| block["type"] == "tool_use")
+        .map(|block| &block["id"]);
+    let after_tool = match (pending_use, messages.last()) {
+        (Some(id), Some(last)) if last["role"] == "user" => {
+            last["content"].as_array().is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b["type"] == "tool_result" && &b["tool_use_id"] == id)
             })
-        })
-        .is_some_and(|block| block["type"] == "tool_result");
+        }
+        _ => false,
+    };
     let (label, say) = match (turn, mode) {
         (false, _) => ("side text", Say::Text("Survey.")),
         (true, Mode::Slow) => ("slow text", Say::Slow),

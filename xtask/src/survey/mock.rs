@@ -51,8 +51,8 @@ pub const BODIES: &str = "CANCELKIT_SURVEY_BODIES";
 
 /// The pause between two tokens of a slow answer.
 pub const TICK: Duration = Duration::from_millis(200);
-/// How many tokens a slow answer has (so it lasts `TICKS × TICK`, 20 s).
-pub const TICKS: usize = 100;
+/// How many tokens a slow answer has (so it lasts `TICKS × TICK`, 10 s).
+pub const TICKS: usize = 50;
 /// The shell command the permission mode's tool call runs (it creates a file in the agent's
 /// working directory, which every surveyed agent asks permission for).
 pub const COMMAND: &str = "touch cancelkit-survey.txt";

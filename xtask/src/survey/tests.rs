@@ -79,23 +79,33 @@ fn gemini_gets_a_function_call_and_json_for_its_side_questions() {
 }
 
 #[test]
-fn claude_gets_a_tool_use_unless_its_last_block_is_the_tool_result() {
+fn claude_gets_a_tool_use_unless_its_pending_tool_use_is_answered() {
     let path = "/v1/messages?beta=true";
     let tools = json!([{"name": "Bash"}]);
-    let turn = |content: Value| {
-        let body = json!({"stream": true, "tools": tools, "messages": [
-            {"role": "user", "content": content}
-        ]});
+    let turn = |messages: Value| {
+        let body = json!({"stream": true, "tools": tools, "messages": messages});
         anthropic::answer(Mode::Permission, &post(path, body)).0
     };
-    let result = json!({"type": "tool_result", "tool_use_id": "t", "content": "ok"});
-    let reminder = json!({"type": "text", "text": "<system-reminder>x</system-reminder>"});
-    let prompt = json!({"type": "text", "text": "Create it again."});
-    assert_eq!(turn(json!([prompt])), "tool call");
-    assert_eq!(turn(json!([result])), "text after tool");
-    assert_eq!(turn(json!([result, reminder])), "text after tool");
-    // Claude Code sends the next prompt in the message of the last tool result.
-    assert_eq!(turn(json!([result, prompt])), "tool call");
+    let user = |content: Value| json!({"role": "user", "content": content});
+    let assistant = |content: Value| json!({"role": "assistant", "content": content});
+    let used = |id: &str| json!({"type": "tool_use", "id": id, "name": "Bash", "input": {}});
+    let result = |id: &str| json!({"type": "tool_result", "tool_use_id": id, "content": "no"});
+    let said = json!({"type": "text", "text": "The file is there."});
+    let prompt = json!({"type": "text", "text": "Create it."});
+    assert_eq!(turn(json!([user(json!([prompt]))])), "tool call");
+    let first = [user(json!([prompt])), assistant(json!([used("1")]))];
+    assert_eq!(
+        turn(json!([first[0], first[1], user(json!([result("1")]))])),
+        "text after tool"
+    );
+    // the next turn: Claude Code sends its prompt in the message of the last tool result
+    let done = assistant(json!([used("1"), said]));
+    let second = user(json!([result("1"), prompt]));
+    assert_eq!(turn(json!([first[0], done, second])), "tool call");
+    // a refused tool in that turn: the prompt stays last, the new use is answered
+    let merged = assistant(json!([used("1"), said, used("2")]));
+    let refused = user(json!([result("1"), result("2"), prompt]));
+    assert_eq!(turn(json!([first[0], merged, refused])), "text after tool");
     let side = json!({"messages": [{"role": "user", "content": "title?"}]});
     assert_eq!(
         anthropic::answer(Mode::Slow, &post(path, side)).0,
