@@ -12,6 +12,11 @@ mod support;
 
 use support::{MCP_CHECK_IDS as IDS, check_mcp as check, evidence, explain, ids};
 
+/// 1 s slow calls (twice the calibration's minimum) and short waits keep each run to seconds;
+/// the broken task never ends, so `mcp.tasks.ext.terminal` waits out `--timeout` plus the slow
+/// call's length.
+const QUICK: [&str; 4] = ["--args", r#"{"seconds": 1}"#, "--timeout", "1"];
+
 fn broken_server() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/broken_mcp_server.py")
@@ -32,7 +37,10 @@ fn checks_with(report: &Value, result: &str) -> BTreeSet<String> {
 #[test]
 fn a_server_that_answers_cancels_fails_exactly_those_checks() {
     let server = broken_server();
-    let (output, report) = check(&["--musts-only"], &["python3", &server]);
+    let (output, report) = check(
+        &[&QUICK[..], &["--musts-only"]].concat(),
+        &["python3", &server],
+    );
     // the reply to a malformed cancel breaks a MUST: --musts-only fails too
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let report = report.unwrap();
@@ -60,10 +68,6 @@ fn tasks_server() -> String {
         .display()
         .to_string()
 }
-
-/// Short waits: the broken task never ends, so `mcp.tasks.ext.terminal` waits out
-/// `--timeout` plus the slow call's `seconds`.
-const QUICK: [&str; 4] = ["--args", r#"{"seconds": 1}"#, "--timeout", "1"];
 
 #[test]
 fn a_2026_server_that_breaks_tasks_and_subscriptions_fails_exactly_those_checks() {
@@ -107,11 +111,11 @@ fn a_2025_server_that_answers_tasks_cancel_too_early_fails_exactly_those_checks(
 fn musts_only_lets_a_failed_should_pass() {
     let server = broken_server();
     let broken = ["python3", server.as_str(), "--ignore-malformed"];
-    let (output, report) = check(&[], &broken);
+    let (output, report) = check(&QUICK, &broken);
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let failed = checks_with(&report.unwrap(), "fail");
     assert!(failed.contains("mcp.cancel.no_response"), "{failed:?}");
-    let (output, report) = check(&["--musts-only"], &broken);
+    let (output, report) = check(&[&QUICK[..], &["--musts-only"]].concat(), &broken);
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
     assert_eq!(report.unwrap()["verdict"], "pass");
 }

@@ -12,8 +12,8 @@
 //!   speaks up to 2025-11-25: as written plainly, and with `sleep` as a task tool of the SDK's
 //!   experimental tasks API (`--tasks`).
 //!
-//! Short slow calls (2 s, measured by the check's calibration) and timeouts keep each run short;
-//! the test harness runs the four tests two at a time.
+//! Short slow calls (1 s, measured by the check's calibration) and timeouts keep each run short;
+//! the runs of one server go at once, and the test harness runs the four tests two at a time.
 
 use std::ffi::OsString;
 
@@ -24,7 +24,7 @@ use support::{assert_outcomes, check_mcp, explain};
 /// The slow call, the fast call and the wait used for every server.
 const OPTIONS: [&str; 8] = [
     "--args",
-    r#"{"seconds": 2}"#,
+    r#"{"seconds": 1}"#,
     "--fast-tool",
     "echo",
     "--fast-args",
@@ -79,16 +79,27 @@ const NA_2025_NO_TASKS: [&str; 9] = [
     NA_2025[6],
 ];
 
-/// Runs the check against `server` at each of `runs` and asserts each outcome.
+/// Runs the check against `server` at each of `runs`, all at once (each run starts its own
+/// server; the runs mostly wait), and asserts each outcome.
 fn assert_today(peer: &str, server: &[OsString], runs: &[Today]) {
-    for today in runs {
-        let mut options = OPTIONS.to_vec();
-        if let Some(revision) = today.forced {
-            options.extend(["--revision", revision]);
-        }
-        let mut server = server.to_vec();
-        server.extend(today.server_args.iter().map(OsString::from));
-        let (output, report) = check_mcp(&options, &server);
+    let outputs: Vec<_> = std::thread::scope(|scope| {
+        let started: Vec<_> = runs
+            .iter()
+            .map(|today| {
+                scope.spawn(move || {
+                    let mut options = OPTIONS.to_vec();
+                    if let Some(revision) = today.forced {
+                        options.extend(["--revision", revision]);
+                    }
+                    let mut server = server.to_vec();
+                    server.extend(today.server_args.iter().map(OsString::from));
+                    check_mcp(&options, &server)
+                })
+            })
+            .collect();
+        started.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    for (today, (output, report)) in runs.iter().zip(outputs) {
         let at = match today.server_args {
             [] => today.forced.unwrap_or("its newest revision").to_owned(),
             args => format!(

@@ -69,7 +69,7 @@ const LONG: [&str; 8] = [
     "--tool",
     "trigger-long-running-operation",
     "--args",
-    r#"{"duration": 2, "steps": 10}"#,
+    r#"{"duration": 1.5, "steps": 10}"#,
     "--fast-tool",
     "echo",
     "--fast-args",
@@ -94,7 +94,7 @@ fn server_everything_long_running_operation_over_stdio() {
     let progress = detail(&report, "mcp.cancel.progress_stops");
     assert!(progress.contains("the work went on"), "{progress}");
     let slow = &report["slow_call"]["calibration"];
-    assert!(slow["natural_ms"].as_f64().unwrap() >= 2000.0, "{slow}");
+    assert!(slow["natural_ms"].as_f64().unwrap() >= 1500.0, "{slow}");
     assert_eq!(slow["progress_notifications"], 10, "{slow}");
 }
 
@@ -147,7 +147,7 @@ const WAIT: [&str; 8] = [
     "--tool",
     "wait",
     "--args",
-    r#"{"delay_ms": 2000}"#,
+    r#"{"delay_ms": 1000}"#,
     "--fast-tool",
     "add",
     "--fast-args",
@@ -183,7 +183,7 @@ fn fastmcp_over_stdio() {
 fn fastmcp_task_tool_over_stdio() {
     let mut options = WAIT.to_vec();
     options[1] = "wait_task";
-    options[3] = r#"{"delay_ms": 3000}"#;
+    options[3] = r#"{"delay_ms": 1500}"#;
     assert_today(
         "FastMCP's task tool (stdio)",
         &options,

@@ -52,9 +52,9 @@ fn run(options: &[&str], flags: &[&str]) -> (std::process::Output, Value) {
 /// answers every call.
 #[test]
 fn the_length_comes_from_the_measured_call_not_an_argument_name() {
-    // a call of 3 s, with waits of 1 s: the old engine gave up on every call before its end
+    // a call of 2 s, with waits of 0.5 s: the old engine gave up on every call before its end
     let mut options = WORK.to_vec();
-    (options[3], options[9]) = (r#"{"duration": 3}"#, "1");
+    (options[3], options[9]) = (r#"{"duration": 2}"#, "0.5");
     let (output, report) = run(&options, &[]);
     assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
     for id in SLOW {
@@ -70,7 +70,7 @@ fn the_length_comes_from_the_measured_call_not_an_argument_name() {
     let natural = report["slow_call"]["calibration"]["natural_ms"]
         .as_f64()
         .unwrap();
-    assert!((3000.0..5000.0).contains(&natural), "{natural}");
+    assert!((2000.0..4000.0).contains(&natural), "{natural}");
 }
 
 /// Class 2: a "slow" call that answers at once (fast, an error result, refused as a task-only

@@ -7,6 +7,7 @@
 //! cargo xtask bench --readme      the README's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
 //! cargo xtask survey [AGENT|MODE...]      `cancelkit check acp` against real agents, offline
+//! cargo xtask survey --readme             the README's table from the last survey's reports
 //! cargo xtask survey serve AGENT MODE     one agent's mock and config, to drive it by hand
 //! ```
 
@@ -42,6 +43,7 @@ tasks:
                       API mocked on 127.0.0.1 in two modes (slow: a slowly streamed answer;
                       permission: a tool call the agent asks permission for); writes
                       target/survey/AGENT-MODE.{json,stderr,out,mock.json}; not part of `test`
+  survey --readme     render the README's table of the agents' outcomes from those reports
   survey serve AGENT MODE
                       start one mock and a configured home, print the agent's command line,
                       and serve until Enter (to drive the agent with raw JSON-RPC by hand)

@@ -9,6 +9,11 @@
 #[cfg(test)]
 mod tests;
 
+pub mod blocks;
+
+/// The marker kind of the benchmark blocks: `<!-- bench:NAME:begin -->`.
+const KIND: &str = "bench";
+
 use std::path::{Component, Path, PathBuf};
 
 use super::{Report, Table};
@@ -110,49 +115,18 @@ fn cell(text: &str) -> String {
 
 /// The markers around `name`'s block.
 fn markers(name: &str) -> (String, String) {
-    (
-        format!("<!-- bench:{name}:begin -->"),
-        format!("<!-- bench:{name}:end -->"),
-    )
-}
-
-/// Where `marker` is in `text`: an error if it is missing or there more than once.
-fn find_once(text: &str, marker: &str) -> Result<usize, String> {
-    let mut found = text.match_indices(marker).map(|(i, _)| i);
-    match (found.next(), found.next()) {
-        (Some(at), None) => Ok(at),
-        (None, _) => Err(format!("the README has no `{marker}`")),
-        (Some(_), Some(_)) => Err(format!("the README has `{marker}` more than once")),
-    }
+    blocks::markers(KIND, name)
 }
 
 /// The range of `text` between `name`'s markers.
 fn block_range(text: &str, name: &str) -> Result<std::ops::Range<usize>, String> {
-    let (begin, end) = markers(name);
-    let start = find_once(text, &begin)? + begin.len();
-    let stop = find_once(text, &end)?;
-    if stop < start {
-        return Err(format!("the README has `{end}` before `{begin}`"));
-    }
-    Ok(start..stop)
+    blocks::block_range(text, KIND, name)
 }
 
-/// `readme_text` with everything between `name`'s markers replaced by `block` (set off by
-/// blank lines). An error if either marker is missing or there twice, or if the end comes
-/// before the begin.
+/// `readme_text` with everything between `name`'s markers replaced by `block` (see
+/// [`blocks::splice`]).
 pub fn splice(readme_text: &str, name: &str, block: &str) -> Result<String, String> {
-    let range = block_range(readme_text, name)?;
-    let block = block.trim_matches('\n');
-    let middle = if block.is_empty() {
-        "\n".to_owned()
-    } else {
-        format!("\n\n{block}\n\n")
-    };
-    Ok(format!(
-        "{}{middle}{}",
-        &readme_text[..range.start],
-        &readme_text[range.end..]
-    ))
+    blocks::splice(readme_text, KIND, name, block)
 }
 
 /// The names of the README's blocks (those with a begin marker), in order, each once.

@@ -234,7 +234,9 @@ fn judge_cascade(
         "the agent's requests pending at the cancel: {names:?}"
     ));
     if asked.is_empty() {
-        let why = "the agent had no request to the client pending at the cancel (cancelkit's example agent asks for permission with --prompt ask)";
+        let why = "the agent had no request to the client pending at the cancel: a prompt that \
+                   makes it ask for permission exercises this check (cancelkit's example agent: \
+                   --prompt ask)";
         return (Outcome::NotApplicable, why.into(), ev);
     }
     let named: Vec<String> = by_agent.iter().map(Value::to_string).collect();

@@ -319,7 +319,7 @@ pub fn tools_call(id: Value, tool: &str, arguments: Value) -> Value {
 }
 
 /// `cancelkit check mcp` (built from `cli/`) against `gateway`'s `/mcp` at `revision`, as alice
-/// with her token in `--header`: a 2 s `demo-sleep` as the slow call, `demo-echo` as the fast
+/// with her token in `--header`: a 1 s `demo-sleep` as the slow call, `demo-echo` as the fast
 /// one, 3 s waits.
 pub fn cancelkit_check(gateway: &Gateway, revision: &str) -> std::process::Command {
     let cancelkit = cancelkit_tests::package_binary("cancelkit-cli", "cancelkit");
@@ -331,7 +331,7 @@ pub fn cancelkit_check(gateway: &Gateway, revision: &str) -> std::process::Comma
             &format!("Authorization: Bearer {}", token("alice")),
         ])
         .args(["--revision", revision, "--timeout", "3"])
-        .args(["--tool", "demo-sleep", "--args", r#"{"seconds": 2}"#])
+        .args(["--tool", "demo-sleep", "--args", r#"{"seconds": 1}"#])
         .args([
             "--fast-tool",
             "demo-echo",

@@ -41,6 +41,15 @@ impl Agent {
         }
     }
 
+    /// Its npm package (pinned in `xtask/survey/package.json`).
+    pub fn package(self) -> &'static str {
+        match self {
+            Agent::Codex => "@zed-industries/codex-acp",
+            Agent::Gemini => "@google/gemini-cli",
+            Agent::Claude => "@zed-industries/claude-agent-acp",
+        }
+    }
+
     /// The agent named `name`, if any.
     pub fn from_name(name: &str) -> Option<Agent> {
         Agent::ALL.into_iter().find(|a| a.name() == name)

@@ -6,6 +6,9 @@
 //!
 //! `cargo xtask survey serve AGENT MODE` starts one mock and one configured home and prints the
 //! command that runs the agent against it, to drive it by hand with raw JSON-RPC.
+//!
+//! `cargo xtask survey --readme` renders the README's table of the agents' outcomes from the
+//! last survey's reports ([`readme`]), running nothing.
 
 mod agents;
 mod anthropic;
@@ -13,6 +16,7 @@ mod gemini;
 mod install;
 mod mock;
 mod openai;
+mod readme;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -29,6 +33,17 @@ use run::{Outcome, Paths};
 pub fn main(args: &[&str]) -> Result<(), String> {
     if let ["serve", agent, mode] = args {
         return serve(agent_named(agent)?, mode_named(mode)?);
+    }
+    if let ["--readme"] = args {
+        let root = crate::project_root();
+        let readme = root.join("README.md");
+        let package = root.join("xtask").join("survey").join("package.json");
+        readme::update(&readme, &target_dir().join("survey"), &package)?;
+        println!(
+            "survey: rendered the agents' table into {}",
+            readme.display()
+        );
+        return Ok(());
     }
     let mut agents = Vec::new();
     let mut modes = Vec::new();

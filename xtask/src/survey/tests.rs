@@ -162,3 +162,56 @@ fn the_mock_streams_and_records_each_request_and_a_hang_up() {
     assert!(records[1].cut, "{records:?}");
     assert!(records[1].sent < 50);
 }
+
+#[test]
+fn the_readme_table_has_a_row_per_check_and_the_details_of_what_did_not_plainly_pass() {
+    use super::agents::Agent;
+    use super::readme::{Run, render};
+    let report = |honoured: &str, detail: &str| {
+        json!({"checks": [
+            {"id": "acp.cancel_request.answered_once", "result": "pass", "detail": "once"},
+            {"id": "acp.cancel_request.honoured", "result": honoured, "detail": detail},
+            {"id": "acp.cancel_request_seed.answered_once", "result": "not_applicable",
+             "detail": "the agent did not declare it"},
+        ]})
+    };
+    let mut runs = Vec::new();
+    for agent in Agent::ALL {
+        for mode in Mode::ALL {
+            let report = match (agent, mode) {
+                (Agent::Gemini, Mode::Permission) => report("fail", "no | answer"),
+                _ => report("info", "ran to its end"),
+            };
+            runs.push(Run {
+                agent,
+                mode,
+                report,
+            });
+        }
+    }
+    let versions = json!({"@zed-industries/codex-acp": "0.16.0"});
+    let block = render(&runs[..5], &versions);
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(
+        lines[0],
+        "| check | @zed-industries/codex-acp 0.16.0: slow / permission | @google/gemini-cli ?: \
+         slow / permission | @zed-industries/claude-agent-acp ?: slow / permission |"
+    );
+    assert_eq!(
+        lines[2],
+        "| `acp.cancel_request.answered_once` | pass / pass | pass / pass | pass / — |"
+    );
+    assert_eq!(
+        lines[3],
+        "| `acp.cancel_request.honoured` | info / info | info / **fail** | info / — |"
+    );
+    assert_eq!(
+        lines[4],
+        "| `acp.cancel_request_seed.answered_once` | n/a / n/a | n/a / n/a | n/a / — |"
+    );
+    assert!(block.contains("- @google/gemini-cli, permission mode, `acp.cancel_request.honoured` (**fail**): no \\| answer"), "{block}");
+    // a pass, and a not-declared n/a, have no note
+    assert!(!block.contains("answered_once` (pass)"), "{block}");
+    assert!(!block.contains("did not declare"), "{block}");
+    assert_eq!(block.matches("\n- ").count(), 5, "{block}");
+}
