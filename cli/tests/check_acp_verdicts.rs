@@ -118,6 +118,49 @@ fn a_refusal_that_ends_the_turn_cancelled_is_not_taken_for_the_cancel() {
     );
 }
 
+/// An agent that honours `$/cancel_request` but leaves its permission request behind: the check
+/// answers the leftover before the next scenario, whose cascade names only its own turn's request.
+#[test]
+fn a_request_left_behind_by_one_turn_is_not_counted_in_the_next() {
+    let (output, report) = check(&["--timeout", "1", "--prompt", "ask"], &["--honour"]);
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let (result, detail, _) = outcome(&report, "acp.cancel_request.honoured");
+    assert_eq!(result, "pass", "{detail}");
+    // the fixture names its permission request after the prompt's id
+    let (_, _, prompt) = outcome(&report, "acp.session_cancel.stop_reason");
+    let sent = prompt
+        .lines()
+        .find(|line| line.contains(r#""method":"session/prompt""#))
+        .expect("the prompt is in the evidence");
+    let id = sent.split(r#""id":"#).nth(1).unwrap();
+    let id = id.split(',').next().unwrap();
+    let (result, detail, _) = outcome(&report, "acp.session_cancel.cascade");
+    assert_eq!(result, "info", "{detail}");
+    let named = detail.matches("session/request_permission").count();
+    assert_eq!(named, 1, "{detail}");
+    assert!(detail.contains(&format!("\"perm-{id}\"")), "{id}: {detail}");
+}
+
+/// The seed form makes cancelling a MUST for an agent that declares it: one that declares
+/// `cancellation.request` and ignores `$/cancelRequest` fails, although it answers once.
+#[test]
+fn a_declared_seed_cancel_without_effect_fails() {
+    let options = ["--timeout", "1", "--prompt", "ask", "--musts-only"];
+    let (output, report) = check(&options, &["--declare-seed"]);
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let (result, detail, _) = outcome(&report, "acp.cancel_request_seed.answered_once");
+    assert_eq!(result, "fail", "{detail}");
+    assert!(
+        detail.contains("declared cancellation.request, but the cancel had no effect"),
+        "{detail}"
+    );
+    // the shipped form may be ignored: answered once, no effect, no failure
+    assert_eq!(
+        outcome(&report, "acp.cancel_request.answered_once").0,
+        "pass"
+    );
+}
+
 /// `--permission allow` is the decision played instead, after the same hold.
 #[test]
 fn the_permission_the_check_gives_is_the_one_chosen() {

@@ -1,8 +1,8 @@
 //! The ACP cancellation scenarios of `cancelkit check acp`, each yielding checks with a stable
 //! id. The check plays an ACP client: `initialize` (protocol version 1, declaring the seed's
 //! `cancellation: {request: true}`), `session/new`, the `--prompt` turn once uncancelled to
-//! measure it ([`acp_calibrate`](super::acp_calibrate)), then the same turn cancelled in each way
-//! ACP allows ([`acp_request`](super::acp_request), [`acp_turn`](super::acp_turn)).
+//! measure it ([`acp_calibrate`]), then the same turn cancelled in each way
+//! ACP allows ([`acp_request`], [`acp_turn`]).
 //!
 //! The client's own behaviour is an explicit choice, the same for every agent: while a turn
 //! runs, the agent's requests to the client are held unanswered (a user who has not decided
@@ -19,7 +19,9 @@ use serde_json::{Value, json};
 use super::acp_calibrate::{self, Turn};
 use super::acp_session::{AcpSession, Answering, Permission, Reply};
 use super::wire::Pending;
-use super::{Check, Evidence, Outcome, Report, Unreachable, Word, acp_ignore, pass_if};
+use super::{
+    Check, Evidence, Outcome, Report, Unreachable, Word, acp_ignore, acp_request, acp_turn, pass_if,
+};
 
 /// The protocol versions the checks apply to.
 const V1: &[&str] = &["1"];
@@ -69,16 +71,7 @@ pub(super) fn not_applicable(
     ids: &[(&'static str, Word, &'static str)],
     why: &str,
 ) {
-    for (id, word, basis) in ids {
-        checks.push(check(
-            id,
-            *word,
-            basis,
-            Outcome::NotApplicable,
-            why,
-            Evidence::default(),
-        ));
-    }
+    super::not_applicable(checks, V1, ids, why);
 }
 
 /// Starts the agent, measures the prompt, runs every scenario, and reports.
@@ -95,15 +88,18 @@ pub async fn run(options: &AcpOptions, command: &[OsString]) -> Result<Report, U
     })?;
     let turn = acp_calibrate::measure(&mut s, &session, &options.prompt).await;
     let mut checks = Vec::new();
-    let cancel_request = super::acp_request::cancel_request;
-    let session = cancel_request(&mut s, options, &turn, Some(session), false, &mut checks).await;
-    let session = cancel_request(&mut s, options, &turn, session, true, &mut checks).await;
-    let session =
-        super::acp_turn::session_cancel(&mut s, options, &turn, session, &mut checks).await;
+    let turn = &turn;
+    // each scenario prompts in the session the previous one's liveness check created
+    let mut session = Some(session);
+    for seed in [false, true] {
+        session =
+            acp_request::cancel_request(&mut s, options, turn, session, seed, &mut checks).await;
+    }
+    let session = acp_turn::session_cancel(&mut s, options, turn, session, &mut checks).await;
     acp_ignore::ignored(&mut s, session.is_some(), &mut checks).await;
     checks.push(acp_ignore::initialize_not_cancelled(command, options.timeout).await);
     let verdict = Report::decide(&checks, options.musts_only);
-    let mut slow_call = match &turn {
+    let mut slow_call = match turn {
         Ok(turn) => turn.describe(),
         Err(why) => json!({"usable": false, "why_not": why}),
     };
@@ -190,14 +186,18 @@ pub(super) fn last_chance(
     (run.sent + turn.natural + turn.slack() + timeout).max(cancelled + timeout)
 }
 
-/// A `session/new` is answered; its session is the one to use next.
+/// A `session/new` is answered; its session is the one to use next. A request of the agent's
+/// still held from the turn (one it left behind when it answered the prompt) is answered first,
+/// as the user decides, so that the next scenario starts with none.
 pub(super) async fn keeps_serving(
     s: &mut AcpSession,
     id: &'static str,
     checks: &mut Vec<Check>,
 ) -> Option<String> {
     let mut ev = Evidence::default();
-    s.answering = Answering::Now(Reply::Decide(s.permission));
+    let decide = Reply::Decide(s.permission);
+    s.answer_outstanding(decide, &mut ev).await;
+    s.answering = Answering::Now(decide);
     let session = s.new_session(&mut ev).await;
     s.answering = Answering::Hold;
     let detail = match &session {

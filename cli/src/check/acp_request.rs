@@ -108,19 +108,27 @@ pub async fn cancel_request(
     let cancelled = Instant::now();
     let answered = follow(s, options, turn, run, cancelled, &mut ev).await;
     let (once, honoured) = judge(turn, &answered, cancelled, &mut ev);
-    let (once, honour_ev) = if seed && once.0 == Outcome::Pass && honoured.0 != Outcome::Pass {
+    // the seed form makes cancelling a MUST for an agent that declared it
+    let once = if seed && once.0 == Outcome::Pass && honoured.0 != Outcome::Pass {
         let detail = format!(
             "the agent declared cancellation.request, but the cancel had no effect: {}",
             honoured.1
         );
-        ((Outcome::Fail, detail), None)
+        (Outcome::Fail, detail)
     } else {
-        (once, Some(ev.clone()))
+        once
     };
-    checks.push(check(ids[0].0, ids[0].1, ids[0].2, once.0, once.1, ev));
-    if let (false, Some(honour_ev)) = (seed, honour_ev) {
+    checks.push(check(
+        ids[0].0,
+        ids[0].1,
+        ids[0].2,
+        once.0,
+        once.1,
+        ev.clone(),
+    ));
+    if !seed {
         checks.push(check(
-            ids[1].0, ids[1].1, ids[1].2, honoured.0, honoured.1, honour_ev,
+            ids[1].0, ids[1].1, ids[1].2, honoured.0, honoured.1, ev,
         ));
     }
     acp::keeps_serving(s, serving_id, checks).await

@@ -107,7 +107,7 @@ pub struct AcpSession {
     pub init: Value,
     /// The agent's requests to the client not answered yet, oldest first.
     pub outstanding: Vec<AgentRequest>,
-    /// Every request the agent sent to the client (the last [`MAX_OUTSTANDING`]), oldest first.
+    /// Every request the agent sent to the client (the last 256), oldest first.
     pub asked: VecDeque<AgentRequest>,
     /// The ids the agent named in its own `$/cancel_request` (or `$/cancelRequest`).
     pub cancelled_by_agent: Vec<Value>,

@@ -86,17 +86,7 @@ pub(super) fn not_applicable(
     list: &[(&'static str, Word, &'static str)],
     why: &str,
 ) {
-    for (id, word, basis) in list {
-        checks.push(check(
-            id,
-            *word,
-            ALL,
-            basis,
-            Outcome::NotApplicable,
-            why,
-            Evidence::default(),
-        ));
-    }
+    super::not_applicable(checks, ALL, list, why);
 }
 
 /// Scenario 1: a cancelled in-flight call gets no response, its progress stops, and the server

@@ -155,6 +155,20 @@ pub(crate) fn check(
     }
 }
 
+/// Pushes each `(id, word, basis)` of `list`, for `revisions`, as `n/a` with the reason `why`.
+pub(crate) fn not_applicable(
+    checks: &mut Vec<Check>,
+    revisions: &'static [&'static str],
+    list: &[(&'static str, Word, &'static str)],
+    why: &str,
+) {
+    for (id, word, basis) in list {
+        let ev = Evidence::default();
+        let result = Outcome::NotApplicable;
+        checks.push(check(id, *word, revisions, basis, result, why, ev));
+    }
+}
+
 /// The command line as one string, for messages.
 pub(crate) fn shown(command: &[OsString]) -> String {
     command
