@@ -77,6 +77,11 @@ enum CheckCommand {
     /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the seed's
     /// `$/cancelRequest` and `session/cancel`.
     ///
+    /// The --prompt turn runs once uncancelled first, to measure it; every verdict is judged
+    /// against that. While a turn runs the agent's requests to the client are held; after a
+    /// `$/cancel_request` one is answered (as --permission says) only if the agent still waits
+    /// for it --timeout later; after `session/cancel` they are answered `cancelled`.
+    ///
     /// Exit code: 0 when every MUST and SHOULD check passes (with --musts-only, MUSTs alone
     /// decide; with --baseline, as for `check mcp`), 1 when one fails, 2 when the agent cannot
     /// be started or does not answer `initialize` and `session/new` (or the baseline is
