@@ -19,7 +19,7 @@ use std::ffi::OsString;
 
 mod support;
 
-use support::{assert_outcomes, check_mcp, explain};
+use support::{ONLY_2026, assert_outcomes, check_mcp, explain};
 
 /// The slow call, the fast call and the wait used for every server.
 const OPTIONS: [&str; 8] = [
@@ -59,12 +59,12 @@ const NA_2026: [&str; 4] = [
 /// Not applicable at 2025-11-25: the 2026-07-28 tasks extension and subscriptions.
 const NA_2025: [&str; 7] = [
     NO_PROGRESS,
-    "mcp.tasks.ext.cancel_acknowledged",
-    "mcp.tasks.ext.terminal",
-    "mcp.tasks.ext.cancel_repeated",
-    "mcp.subscriptions.listen_acknowledged",
-    "mcp.subscriptions.listen_cancel",
-    "mcp.subscriptions.server_cancels_only_listen",
+    ONLY_2026[0],
+    ONLY_2026[1],
+    ONLY_2026[2],
+    ONLY_2026[3],
+    ONLY_2026[4],
+    ONLY_2026[5],
 ];
 /// Not applicable at 2025-11-25 for a server that declares no `capabilities.tasks`.
 const NA_2025_NO_TASKS: [&str; 9] = [

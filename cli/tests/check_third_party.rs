@@ -23,17 +23,10 @@ use std::ffi::OsString;
 
 mod support;
 
-use support::{SLOW_CALL_CHECKS as PLAIN, assert_outcomes, check_mcp, explain};
+use support::{
+    ONLY_2026 as AT_2025, SLOW_CALL_CHECKS as PLAIN, assert_outcomes, check_mcp, explain,
+};
 
-/// The revision-dependent checks that do not apply at 2025-11-25.
-const AT_2025: [&str; 6] = [
-    "mcp.tasks.ext.cancel_acknowledged",
-    "mcp.tasks.ext.terminal",
-    "mcp.tasks.ext.cancel_repeated",
-    "mcp.subscriptions.listen_acknowledged",
-    "mcp.subscriptions.listen_cancel",
-    "mcp.subscriptions.server_cancels_only_listen",
-];
 /// Not applicable at 2026-07-28 for a server without `subscriptions/listen`.
 const AT_2026: [&str; 5] = [
     "mcp.cancel.initialize_id",
@@ -115,16 +108,9 @@ fn server_everything_long_running_operation_over_http() {
 
 #[test]
 fn server_everything_task_tool_over_stdio() {
-    let options = [
-        "--tool",
-        "simulate-research-query",
-        "--args",
-        r#"{"topic": "cancellation"}"#,
-        "--fast-tool",
-        "echo",
-        "--fast-args",
-        r#"{"message": "cancelkit"}"#,
-    ];
+    let mut options = LONG;
+    options[1] = "simulate-research-query";
+    options[3] = r#"{"topic": "cancellation"}"#;
     let report = assert_today(
         "server-everything's task tool (stdio)",
         &options,

@@ -164,8 +164,8 @@ pub(super) async fn start(
             return Err(format!(
                 "the prompt was answered {} ms after it was sent, before the cancel (uncancelled \
                  it took {} ms): give a slower --prompt",
-                acp_calibrate::ms(at.saturating_duration_since(sent)),
-                acp_calibrate::ms(turn.natural)
+                super::ms(at.saturating_duration_since(sent)),
+                super::ms(turn.natural)
             ));
         }
     }

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::Evidence;
 use super::acp_session::{AcpSession, Answering, Reply};
-use super::calibrate::{LIMIT, MIN_SLOW, median_gap};
+use super::calibrate::{self, LIMIT, MIN_SLOW, median_gap};
+use super::{Evidence, ms};
 
 /// The `--prompt` turn, measured uncancelled.
 #[derive(Debug, Clone)]
@@ -37,15 +37,14 @@ impl Turn {
         self.first_ask.is_some()
     }
 
-    /// How long after the prompt a turn that asks nothing is cancelled: a fifth of its length,
-    /// between 50 and 500 ms.
+    /// How long after the prompt a turn that asks nothing is cancelled ([`calibrate::lead`]).
     pub fn lead(&self) -> Duration {
-        (self.natural / 5).clamp(Duration::from_millis(50), Duration::from_millis(500))
+        calibrate::lead(self.natural)
     }
 
-    /// How long past its natural end a turn is still given: half its length, at least 500 ms.
+    /// How long past its natural end a turn is still given ([`calibrate::slack`]).
     pub fn slack(&self) -> Duration {
-        (self.natural / 2).max(Duration::from_millis(500))
+        calibrate::slack(self.natural)
     }
 
     /// Whether a cancelled turn answered `elapsed` after the prompt, without the client having
@@ -87,11 +86,6 @@ pub fn is_work(frame: &Value) -> bool {
     frame["params"]["update"]["sessionUpdate"]
         .as_str()
         .is_some_and(|kind| WORK.contains(&kind))
-}
-
-/// A duration in whole milliseconds.
-pub fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Runs `prompt` once in `session`, uncancelled, and measures the turn; or why it cannot be

@@ -14,8 +14,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::acp::{self, AcpOptions, KEEPS_SERVING, QUIET, Running, check, not_applicable};
-use super::acp_calibrate::{Turn, ms};
+use super::acp_calibrate::Turn;
 use super::acp_session::{AcpSession, Answering, CANCEL_REQUEST, CANCEL_REQUEST_SEED, Reply};
+use super::ms;
 use super::{Check, Evidence, Outcome, Word};
 
 const ANSWERED_ONCE: &str = "ACP 1a ($/cancel_request, shipped v1): the receiver MUST answer the cancelled request with a valid result or error -32800; JSON-RPC 2.0: exactly one response per request";

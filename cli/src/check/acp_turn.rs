@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::acp::{self, AcpOptions, KEEPS_SERVING, QUIET, check, not_applicable};
-use super::acp_calibrate::{Turn, is_work, ms};
+use super::acp_calibrate::{Turn, is_work};
 use super::acp_session::{AcpSession, Answering, Reply};
+use super::ms;
 use super::watch::grace;
 use super::{Check, Evidence, Outcome, Word};
 

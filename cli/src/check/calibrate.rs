@@ -46,16 +46,27 @@ pub struct Measured {
     pub progress_every: Option<Duration>,
 }
 
+/// How long after the start of work measured to last `natural` it is cancelled: a fifth of its
+/// length, between 50 and 500 ms, so that the cancel surely lands while it runs.
+pub fn lead(natural: Duration) -> Duration {
+    (natural / 5).clamp(Duration::from_millis(50), Duration::from_millis(500))
+}
+
+/// How long past its natural end work measured to last `natural` is still given: half its
+/// length, at least 500 ms.
+pub fn slack(natural: Duration) -> Duration {
+    (natural / 2).max(Duration::from_millis(500))
+}
+
 impl Measured {
-    /// How long after a slow call the scenarios cancel it: a fifth of its length, between 50
-    /// and 500 ms, so that the cancel surely lands while it runs.
+    /// When the scenarios cancel the slow call ([`lead`]).
     pub fn lead(&self) -> Duration {
-        (self.duration / 5).clamp(Duration::from_millis(50), Duration::from_millis(500))
+        lead(self.duration)
     }
 
-    /// How long past its natural end a call is still given: half its length, at least 500 ms.
+    /// How long past its natural end the slow call is still given ([`slack`]).
     pub fn slack(&self) -> Duration {
-        (self.duration / 2).max(Duration::from_millis(500))
+        slack(self.duration)
     }
 }
 

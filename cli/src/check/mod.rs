@@ -169,6 +169,11 @@ pub(crate) fn not_applicable(
     }
 }
 
+/// A duration in whole milliseconds, for details and reports.
+pub fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The command line as one string, for messages.
 pub(crate) fn shown(command: &[OsString]) -> String {
     command

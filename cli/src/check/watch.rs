@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::ms;
 use super::session::{Session, SlowCall};
 use super::{Check, Outcome};
 
@@ -53,10 +54,6 @@ pub struct ProgressWatch {
 /// A watched call's check, whether it had to be answered, and its answer with how long after the
 /// call it came.
 type Seen = (&'static str, bool, Option<(Value, Duration)>);
-
-fn ms(d: Duration) -> u128 {
-    d.as_millis()
-}
 
 /// Turns a passing check into a failing one, with why.
 fn fail(check: &mut Check, why: String) {

@@ -127,6 +127,17 @@ pub const MCP_CHECK_IDS: [&str; 19] = [
     "mcp.subscriptions.server_cancels_only_listen",
 ];
 
+/// The checks of `cancelkit check mcp` that only 2026-07-28 has (the tasks extension and
+/// subscriptions): `n/a` together at the earlier revisions.
+pub const ONLY_2026: [&str; 6] = [
+    "mcp.tasks.ext.cancel_acknowledged",
+    "mcp.tasks.ext.terminal",
+    "mcp.tasks.ext.cancel_repeated",
+    "mcp.subscriptions.listen_acknowledged",
+    "mcp.subscriptions.listen_cancel",
+    "mcp.subscriptions.server_cancels_only_listen",
+];
+
 /// The checks of `cancelkit check mcp` that need a plain slow call in flight: `n/a` together
 /// when there is none.
 pub const SLOW_CALL_CHECKS: [&str; 7] = [
