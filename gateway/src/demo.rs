@@ -19,102 +19,39 @@
 
 use std::time::{Duration, Instant};
 
-use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
-use cancelkit::wire::meta::SERVER_INFO;
+use cancelkit::mcp::schemars::{self, JsonSchema};
+use cancelkit::mcp::{Args, McpServer, Progress, Tool};
+use cancelkit::peer::Context;
 use cancelkit::{JsonRpcError, cancellable};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 /// The prefix of every line the demo upstream writes on stderr.
 pub const LOG_PREFIX: &str = "demo-upstream:";
 
-fn server_info() -> Value {
-    json!({"name": "cancelkit-gateway-demo-upstream", "version": env!("CARGO_PKG_VERSION")})
+#[derive(Deserialize, JsonSchema)]
+struct Echo {
+    /// The text to return.
+    text: String,
 }
 
-#[derive(Deserialize)]
-struct Initialize {
-    #[serde(rename = "protocolVersion")]
-    protocol_version: String,
+async fn echo(Args(Echo { text }): Args<Echo>) -> String {
+    text
 }
 
-async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcError> {
-    // Every legacy revision is answered as itself; one we do not know gets the newest.
-    let version = McpRevision::answer_initialize(&params.protocol_version);
-    Ok(json!({
-        "protocolVersion": version.to_string(),
-        "capabilities": {"tools": {}},
-        "serverInfo": server_info()
-    }))
+#[derive(Deserialize, JsonSchema)]
+struct Sleep {
+    /// How long to sleep, in seconds (0 to 3600).
+    seconds: f64,
 }
 
-async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
-    Ok(json!({
-        "capabilities": {"tools": {}},
-        "_meta": {SERVER_INFO: server_info()}
-    }))
-}
-
-/// The demo's tools, as `tools/list` gives them (`env` is answered but not listed).
-pub fn tools() -> Value {
-    json!([
-        {
-            "name": "echo",
-            "description": "Returns its text.",
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-        },
-        {
-            "name": "sleep",
-            "description": "Sleeps for the given number of seconds (reporting progress every 100 ms when asked); cancellable.",
-            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}
-        }
-    ])
-}
-
-#[derive(Deserialize)]
-struct CallTool {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
-    #[serde(default, rename = "_meta")]
-    meta: Option<Value>,
-}
-
-fn text(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}], "isError": false})
-}
-
-async fn call_tool(params: CallTool, cx: Context) -> Result<Value, JsonRpcError> {
-    match params.name.as_str() {
-        "echo" => match params.arguments.get("text").and_then(Value::as_str) {
-            Some(t) => Ok(text(t)),
-            None => Err(JsonRpcError::invalid_params("echo needs a string `text`")),
-        },
-        "sleep" => match params.arguments.get("seconds").and_then(Value::as_f64) {
-            Some(seconds) if (0.0..=3600.0).contains(&seconds) => {
-                let token = params
-                    .meta
-                    .as_ref()
-                    .and_then(|m| m.get("progressToken"))
-                    .cloned();
-                sleep(Duration::from_secs_f64(seconds), token, cx).await
-            }
-            _ => Err(JsonRpcError::invalid_params(
-                "sleep needs `seconds` between 0 and 3600",
-            )),
-        },
-        "env" => {
-            log_line(&format!("{LOG_PREFIX} tools/call env"));
-            let mut names: Vec<String> = std::env::vars_os()
-                .map(|(name, _)| name.to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            Ok(text(names.join("\n")))
-        }
-        other => Err(JsonRpcError::invalid_params(format!(
-            "no tool named `{other}`"
-        ))),
-    }
+/// The names (not the values) of the environment variables, one a line.
+async fn env() -> String {
+    log_line(&format!("{LOG_PREFIX} tools/call env"));
+    let mut names: Vec<String> = std::env::vars_os()
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.join("\n")
 }
 
 /// Writes `line` and its newline to stderr in one write: the demo shares its stderr with the
@@ -153,10 +90,16 @@ impl Drop for StopLog {
 
 #[cancellable]
 async fn sleep(
-    duration: Duration,
-    token: Option<Value>,
+    Args(Sleep { seconds }): Args<Sleep>,
+    progress: Progress,
     cx: Context,
-) -> Result<Value, JsonRpcError> {
+) -> Result<String, JsonRpcError> {
+    if !(0.0..=3600.0).contains(&seconds) {
+        return Err(JsonRpcError::invalid_params(
+            "sleep needs `seconds` between 0 and 3600",
+        ));
+    }
+    let duration = Duration::from_secs_f64(seconds);
     let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
     log_line(&format!(
         "{LOG_PREFIX} started tools/call sleep (request id {id}) for {duration:?}"
@@ -167,7 +110,7 @@ async fn sleep(
         done: false,
     };
     let deadline = tokio::time::Instant::now() + duration;
-    if let Some(token) = token {
+    if progress.wanted() {
         let step = Duration::from_millis(100);
         let total = duration.as_secs_f64();
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + step, step);
@@ -175,11 +118,9 @@ async fn sleep(
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,
                 _ = ticks.tick() => {
-                    let progress = log.started.elapsed().as_secs_f64().min(total);
-                    let _ = cx.peer().notify("notifications/progress", json!({
-                        "progressToken": token, "progress": progress, "total": total,
-                        "message": format!("slept {progress:.1}s of {total}s")
-                    })).await;
+                    let done = log.started.elapsed().as_secs_f64().min(total);
+                    let message = format!("slept {done:.1}s of {total}s");
+                    progress.report(done, Some(total), Some(&message)).await;
                 }
             }
         }
@@ -187,27 +128,22 @@ async fn sleep(
         tokio::time::sleep_until(deadline).await;
     }
     log.done = true;
-    Ok(text(format!("slept {duration:?}")))
+    Ok(format!("slept {duration:?}"))
+}
+
+/// The demo upstream: `echo` and `sleep` listed, `env` answered but not listed.
+pub fn server() -> McpServer {
+    McpServer::new("cancelkit-gateway-demo-upstream", env!("CARGO_PKG_VERSION"))
+        .tool(Tool::new("echo", "Returns its text.", echo))
+        .tool(Tool::new(
+            "sleep",
+            "Sleeps for the given number of seconds (reporting progress every 100 ms when asked); cancellable.",
+            sleep,
+        ))
+        .tool(Tool::new("env", "The names of the environment variables.", env).unlisted())
 }
 
 /// Serves the demo upstream on stdin/stdout until the client hangs up.
 pub async fn serve() {
-    let router = Router::new()
-        .request("initialize", initialize)
-        .request("server/discover", discover)
-        .request("ping", |_: Value, _cx: Context| async {
-            Ok::<_, JsonRpcError>(json!({}))
-        })
-        .request("tools/list", |_: Value, _cx: Context| async {
-            Ok::<_, JsonRpcError>(json!({"tools": tools()}))
-        })
-        .request("tools/call", call_tool)
-        .notification(
-            "notifications/initialized",
-            |_: Value, _cx: Context| async {},
-        );
-    let peer = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
-        .router(router)
-        .connect(tokio::io::stdin(), tokio::io::stdout());
-    peer.closed().await;
+    server().serve_stdio().await;
 }

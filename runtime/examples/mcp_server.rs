@@ -22,106 +22,42 @@
 //! cargo run -p cancelkit --features http --example mcp_server -- --http 127.0.0.1:8080
 //! ```
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use std::io::Write;
-
 use cancelkit::http::server::McpHttpServer;
-use cancelkit::peer::{Context, McpRevision, Peer, PeerBuilder, Protocol, Router};
-use cancelkit::wire::meta::SERVER_INFO;
+use cancelkit::mcp::schemars::{self, JsonSchema};
+use cancelkit::mcp::{Args, McpServer, TaskSupport, Tool};
+use cancelkit::peer::{Context, PeerBuilder};
 use cancelkit::wire::origin::OriginPolicy;
 use cancelkit::{JsonRpcError, cancellable};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 #[path = "support/log.rs"]
 mod log;
 
-#[derive(Deserialize)]
-struct Initialize {
-    #[serde(rename = "protocolVersion")]
-    protocol_version: String,
+#[derive(Deserialize, JsonSchema)]
+struct Echo {
+    /// The text to return.
+    text: String,
 }
 
-async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcError> {
-    // Every legacy revision is answered as itself; one we do not know gets the newest.
-    let version = McpRevision::answer_initialize(&params.protocol_version);
-    Ok(json!({
-        "protocolVersion": version.to_string(),
-        "capabilities": {"tools": {}},
-        "serverInfo": server_info()
-    }))
+async fn echo(Args(Echo { text }): Args<Echo>) -> String {
+    text
 }
 
-/// `server/discover` (2026-07-28): the runtime adds `supportedVersions`, the cache fields, the
-/// tasks extension and `resultType`.
-async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
-    Ok(json!({
-        "capabilities": {"tools": {}},
-        "_meta": {SERVER_INFO: server_info()}
-    }))
+#[derive(Deserialize, JsonSchema)]
+struct Sleep {
+    /// How long to sleep, in seconds (0 to 3600).
+    #[schemars(range(min = 0.0, max = 3600.0))]
+    seconds: f64,
 }
 
-fn server_info() -> Value {
-    json!({"name": "cancelkit-example-mcp-server", "version": env!("CARGO_PKG_VERSION")})
-}
-
-async fn list_tools(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
-    Ok(json!({"tools": [
-        {
-            "name": "echo",
-            "description": "Returns its text.",
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-        },
-        {
-            "name": "sleep",
-            "description": "Sleeps for the given number of seconds; cancellable.",
-            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
-            "execution": {"taskSupport": "optional"}
-        },
-        {
-            "name": "ask_client",
-            "description": "Asks the client to sample a message and gives up after timeout_ms.",
-            "inputSchema": {"type": "object", "properties": {"timeout_ms": {"type": "integer"}}, "required": ["timeout_ms"]}
-        }
-    ]}))
-}
-
-#[derive(Deserialize)]
-struct CallTool {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
-}
-
-fn text(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}]})
-}
-
-async fn call_tool(params: CallTool, cx: Context) -> Result<Value, JsonRpcError> {
-    match params.name.as_str() {
-        "echo" => match params.arguments["text"].as_str() {
-            Some(t) => Ok(text(t)),
-            None => Err(JsonRpcError::invalid_params("echo needs a string `text`")),
-        },
-        "sleep" => match params.arguments["seconds"].as_f64() {
-            Some(seconds) if (0.0..=3600.0).contains(&seconds) => {
-                sleep(Duration::from_secs_f64(seconds), cx).await
-            }
-            _ => Err(JsonRpcError::invalid_params(
-                "sleep needs `seconds` between 0 and 3600",
-            )),
-        },
-        "ask_client" => match params.arguments["timeout_ms"].as_u64() {
-            Some(ms) if ms <= 3_600_000 => ask_client(Duration::from_millis(ms), cx).await,
-            _ => Err(JsonRpcError::invalid_params(
-                "ask_client needs `timeout_ms` up to 3600000",
-            )),
-        },
-        other => Err(JsonRpcError::invalid_params(format!(
-            "no tool named `{other}`"
-        ))),
-    }
+#[derive(Deserialize, JsonSchema)]
+struct AskClient {
+    /// How long to wait for the client's answer, in milliseconds (up to 3600000).
+    #[schemars(range(max = 3_600_000))]
+    timeout_ms: u64,
 }
 
 /// Logs when a sleep ends early, with the id of the request it served.
@@ -145,30 +81,44 @@ impl Drop for StopLog {
 /// Asks the client for a sampling; on timeout the runtime cancels the request at the client
 /// (`notifications/cancelled`) and the tool says so.
 #[cancellable]
-async fn ask_client(timeout: Duration, cx: Context) -> Result<Value, JsonRpcError> {
-    let params = json!({
+async fn ask_client(
+    Args(AskClient { timeout_ms }): Args<AskClient>,
+    cx: Context,
+) -> Result<String, JsonRpcError> {
+    if timeout_ms > 3_600_000 {
+        return Err(JsonRpcError::invalid_params(
+            "`timeout_ms` is at most 3600000",
+        ));
+    }
+    let params = serde_json::json!({
         "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello."}}],
         "maxTokens": 16
     });
     let asked = cx
         .peer()
-        .request::<_, Value>("sampling/createMessage", params)
-        .timeout(timeout);
+        .request::<_, serde_json::Value>("sampling/createMessage", params)
+        .timeout(Duration::from_millis(timeout_ms));
     match asked.await {
-        Ok(answer) => Ok(text(format!("the client answered: {answer}"))),
+        Ok(answer) => Ok(format!("the client answered: {answer}")),
         Err(cancelkit::peer::RequestError::Timeout(after)) => {
             tracing::info!(
                 ?after,
                 "gave up on sampling/createMessage; the client was told"
             );
-            Ok(text(format!("gave up after {after:?}")))
+            Ok(format!("gave up after {after:?}"))
         }
         Err(error) => Err(error.into()),
     }
 }
 
 #[cancellable]
-async fn sleep(duration: Duration, cx: Context) -> Result<Value, JsonRpcError> {
+async fn sleep(Args(Sleep { seconds }): Args<Sleep>, cx: Context) -> Result<String, JsonRpcError> {
+    if !(0.0..=3600.0).contains(&seconds) {
+        return Err(JsonRpcError::invalid_params(
+            "`seconds` is between 0 and 3600",
+        ));
+    }
+    let duration = Duration::from_secs_f64(seconds);
     let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
     let mut log = StopLog {
         id,
@@ -177,27 +127,28 @@ async fn sleep(duration: Duration, cx: Context) -> Result<Value, JsonRpcError> {
     };
     tokio::time::sleep(duration).await;
     log.done = true;
-    Ok(text(format!("slept {duration:?}")))
+    Ok(format!("slept {duration:?}"))
 }
 
 #[tokio::main]
 async fn main() {
     log::init();
-    let router = Router::new()
-        .request("initialize", initialize)
-        .request("server/discover", discover)
-        .request("ping", |_: Value, _cx: Context| async {
-            Ok::<_, JsonRpcError>(json!({}))
-        })
-        .request("tools/list", list_tools)
-        .request("tools/call", call_tool)
-        .notification(
-            "notifications/initialized",
-            |_: Value, _cx: Context| async {},
-        );
-    let builder = Peer::builder(Protocol::Mcp(McpRevision::Negotiated))
-        .task_tools(["sleep"])
-        .router(router);
+    let server = McpServer::new("cancelkit-example-mcp-server", env!("CARGO_PKG_VERSION"))
+        .tool(Tool::new("echo", "Returns its text.", echo))
+        .tool(
+            Tool::new(
+                "sleep",
+                "Sleeps for the given number of seconds; cancellable.",
+                sleep,
+            )
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(Tool::new(
+            "ask_client",
+            "Asks the client to sample a message and gives up after timeout_ms.",
+            ask_client,
+        ));
+    let builder = server.builder();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [] => {

@@ -44,6 +44,8 @@ mod cancelled;
 mod error;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "mcp-server")]
+pub mod mcp;
 pub mod peer;
 #[cfg(all(unix, feature = "rap"))]
 pub mod rap;
@@ -69,7 +71,7 @@ pub mod __private {
     }
 }
 
-mod cancellable;
+pub(crate) mod cancellable;
 
 pub use cancelkit_macros::cancellable;
 pub use cancelkit_protocol as protocol;

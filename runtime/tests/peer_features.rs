@@ -27,16 +27,10 @@ type Causes = mpsc::UnboundedReceiver<Option<CancelReason>>;
 fn cause_routes(router: Router, tx: mpsc::UnboundedSender<Option<CancelReason>>) -> Router {
     let (watch_tx, timeout_tx, parent_tx) = (tx.clone(), tx.clone(), tx);
     router
-        .cooperative_request("watch", move |_: Value, _cx: Context| {
-            let tx = watch_tx.clone();
-            async move {
-                cancelkit::cancelled().await;
-                let cause = cancelkit::cancel_reason();
-                let _ = tx.send(cause.clone());
-                Err::<Value, JsonRpcError>(Cancelled::new(cause.expect("cancelled")).into())
-            }
+        .request("watch", move |_: Value, _cx: Context| {
+            watch(watch_tx.clone())
         })
-        .cooperative_request("timeout", move |_: Value, _cx: Context| {
+        .request("timeout", move |_: Value, _cx: Context| {
             timed(timeout_tx.clone())
         })
         .request("parent", move |_: Value, _cx: Context| {
@@ -49,6 +43,14 @@ fn cause_routes(router: Router, tx: mpsc::UnboundedSender<Option<CancelReason>>)
                 Ok::<_, JsonRpcError>(json!("reported"))
             }
         })
+}
+
+#[cancellable(cooperative)]
+async fn watch(tx: mpsc::UnboundedSender<Option<CancelReason>>) -> Result<Value, JsonRpcError> {
+    cancelkit::cancelled().await;
+    let cause = cancelkit::cancel_reason();
+    let _ = tx.send(cause.clone());
+    Err(Cancelled::new(cause.expect("cancelled")).into())
 }
 
 #[cancellable(cooperative, timeout = "100ms")]

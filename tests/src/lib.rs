@@ -72,7 +72,7 @@ pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
 
 /// The runtime's features an example needs (its `required-features`), added to every build of
 /// it: an example built once with and once without them would be two binaries at one path.
-const EXAMPLE_FEATURES: &[(&str, &[&str])] = &[("mcp_server", &["http"])];
+const EXAMPLE_FEATURES: &[(&str, &[&str])] = &[("mcp_server", &["http", "mcp-server"])];
 
 /// Builds one of the runtime's examples in the cargo profile `profile` (`release` for the
 /// benchmarks, whose binary does not sit where a test binary does) and returns its path.

@@ -16,7 +16,9 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cancelkit::peer::{Context, DEFAULT_DISCOVER_TIMEOUT, McpRevision, Peer, Protocol, Router};
+use cancelkit::mcp::schemars::JsonSchema;
+use cancelkit::mcp::{Args, McpServer, TaskSupport, Tool};
+use cancelkit::peer::{Context, DEFAULT_DISCOVER_TIMEOUT, McpRevision, Peer, Protocol};
 use cancelkit::{CancellationToken, JsonRpcError, cancellable};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -245,122 +247,88 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<&'static str>) -> &'static str {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Our server: the `mcp_server` example's shape, in-process.
+// Our server: the `mcp_server` example's shape, in-process, on `cancelkit::mcp`.
 
-#[derive(Deserialize)]
-struct Initialize {
-    #[serde(rename = "protocolVersion")]
-    protocol_version: String,
+#[derive(Deserialize, JsonSchema)]
+struct EchoArgs {
+    text: String,
 }
 
-async fn initialize(params: Initialize, _cx: Context) -> Result<Value, JsonRpcError> {
-    let version = match params.protocol_version.as_str() {
-        "2024-11-05" => "2024-11-05",
-        _ => "2025-11-25",
-    };
-    Ok(json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {}},
-        "serverInfo": {"name": "cancelkit-test-server", "version": "0"}
-    }))
+async fn echo_tool(Args(EchoArgs { text }): Args<EchoArgs>) -> String {
+    text
 }
 
-async fn discover(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
-    Ok(json!({
-        "capabilities": {"tools": {}},
-        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "cancelkit-test-server", "version": "0"}}
-    }))
-}
-
-async fn list_tools(_params: Value, _cx: Context) -> Result<Value, JsonRpcError> {
-    Ok(json!({"tools": [
-        {
-            "name": "echo",
-            "description": "Returns its text.",
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-        },
-        {
-            "name": "slow",
-            "description": "Sleeps for the given number of seconds; cancellable.",
-            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
-            "execution": {"taskSupport": "optional"}
-        }
-    ]}))
-}
-
-#[derive(Deserialize)]
-struct CallTool {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
-}
-
-fn text(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}]})
-}
-
-async fn call_tool(params: CallTool, cx: Context, events: Events) -> Result<Value, JsonRpcError> {
-    match params.name.as_str() {
-        "echo" => Ok(text(params.arguments["text"].as_str().unwrap_or_default())),
-        // Tries to send the client `notifications/cancelled` (for a request the client never
-        // received); says whether the runtime sent it.
-        "cancel_client" => {
-            let sent = cx
-                .peer()
-                .notify("notifications/cancelled", json!({"requestId": 99}))
-                .await;
-            Ok(text(match sent {
-                Ok(()) => "sent".to_owned(),
-                Err(refused) => format!("refused: {refused}"),
-            }))
-        }
-        "slow" => {
-            let seconds = params.arguments["seconds"].as_f64().unwrap_or(30.0);
-            slow(Duration::from_secs_f64(seconds), events, cx).await
-        }
-        other => Err(JsonRpcError::invalid_params(format!("no tool `{other}`"))),
+/// Tries to send the client `notifications/cancelled` (for a request the client never
+/// received); says whether the runtime sent it.
+async fn cancel_client_tool(cx: Context) -> String {
+    let sent = cx
+        .peer()
+        .notify("notifications/cancelled", json!({"requestId": 99}))
+        .await;
+    match sent {
+        Ok(()) => "sent".to_owned(),
+        Err(refused) => format!("refused: {refused}"),
     }
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct SlowArgs {
+    #[serde(default = "thirty")]
+    seconds: f64,
+}
+
+fn thirty() -> f64 {
+    30.0
+}
+
 #[cancellable]
-async fn slow(duration: Duration, events: Events, _cx: Context) -> Result<Value, JsonRpcError> {
+async fn slow(
+    Args(SlowArgs { seconds }): Args<SlowArgs>,
+    events: Events,
+) -> Result<String, JsonRpcError> {
     let _ = events.send("started");
     let mut guard = DropGuard {
         events,
         finished: false,
     };
-    tokio::time::sleep(duration).await;
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     guard.finished = true;
-    Ok(text("slept"))
+    Ok("slept".into())
 }
 
 /// A cancelkit MCP server on `stream`; `slow` runs as a task for clients that declare the
-/// tasks extension. Without `discover_route` there is no `server/discover` handler.
+/// tasks extension. Without `discover_route` the router has no `server/discover` route (the
+/// runtime's own answer is under test). `cancel_client` is served but not listed.
 fn our_server(
     revision: McpRevision,
     discover_route: bool,
     stream: DuplexStream,
 ) -> (Peer, mpsc::UnboundedReceiver<&'static str>) {
     let (events, rx) = mpsc::unbounded_channel();
-    let mut router = Router::new()
-        .request("initialize", initialize)
-        .request("tools/list", list_tools)
-        .request("tools/call", move |params: CallTool, cx: Context| {
-            call_tool(params, cx, events.clone())
-        })
-        .notification(
-            "notifications/initialized",
-            |_: Value, _cx: Context| async {},
+    let server = McpServer::new("cancelkit-test-server", "0")
+        .tool(Tool::new("echo", "Returns its text.", echo_tool))
+        .tool(
+            Tool::new(
+                "slow",
+                "Sleeps for the given number of seconds; cancellable.",
+                move |args: Args<SlowArgs>| slow(args, events.clone()),
+            )
+            .task_support(TaskSupport::Optional),
+        )
+        .tool(
+            Tool::new(
+                "cancel_client",
+                "Tries to cancel a request of the client.",
+                cancel_client_tool,
+            )
+            .unlisted(),
         );
-    if discover_route {
-        router = router.request("server/discover", discover);
+    let mut builder = server.builder_for(revision);
+    if !discover_route {
+        builder = builder.router(server.router().remove("server/discover"));
     }
     let (read, write) = tokio::io::split(stream);
-    let peer = Peer::builder(Protocol::Mcp(revision))
-        .task_tools(["slow"])
-        .router(router)
-        .connect(read, write);
-    (peer, rx)
+    (builder.connect(read, write), rx)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ use cancelkit::http::server::{HttpRequest, McpHttpServer};
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
 use cancelkit::protocol::jsonrpc::ErrorCode;
 use cancelkit::wire::meta::SERVER_INFO;
-use cancelkit::{CancelReason, JsonRpcError};
+use cancelkit::{CancelReason, JsonRpcError, cancellable};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -108,7 +108,7 @@ fn router(app: &Arc<App>) -> Router {
             Ok::<_, JsonRpcError>(json!({}))
         })
         .request("tools/list", list)
-        .cooperative_request("tools/call", call)
+        .request("tools/call", call)
         .notification(
             "notifications/initialized",
             |_: Value, _cx: Context| async {},
@@ -123,6 +123,7 @@ enum Waited {
 
 /// A `tools/call`: a run of the gateway, its progress forwarded to the client, cancelled when
 /// the server cancels the handler.
+#[cancellable(cooperative)]
 async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, JsonRpcError> {
     static NEXT_CHANNEL: AtomicU64 = AtomicU64::new(1);
     let http = HttpRequest::of(&cx).ok_or_else(|| {

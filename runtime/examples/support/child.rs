@@ -13,6 +13,8 @@ pub fn example_command(name: &str) -> std::io::Result<tokio::process::Command> {
         eprintln!("building the {name} example...");
         let status = std::process::Command::new(env!("CARGO"))
             .args(["build", "--quiet", "-p", "cancelkit", "--example", name])
+            // The examples' `required-features`, all of them: one binary per name.
+            .args(["--features", "http,mcp-server,rap"])
             .status()?;
         if !status.success() {
             return Err(std::io::Error::other(format!(

@@ -267,12 +267,17 @@ impl PeerBuilder {
     /// `tasks/cancel` — for a client that declares `io.modelcontextprotocol/tasks` in the
     /// request's capabilities; `server/discover` then declares the extension. Other clients,
     /// and other tools, get the result as usual.
+    ///
+    /// At 2025-11-25, where the client asks for a task (`params.task`), only these tools run as
+    /// tasks once this is called; a task-augmented call of another tool is refused with -32601
+    /// (without this call, any `tools/call` may become a task).
     pub fn task_tools<I, S>(mut self, tools: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         self.mcp.task_tools = tools.into_iter().map(Into::into).collect();
+        self.mcp.task_tools_declared = true;
         self
     }
 

@@ -21,6 +21,7 @@ use super::policy::tasks::{self, Tasks};
 use super::registry::{self};
 use super::router::{BoxFuture, Context, Reply, RequestRoute};
 use super::wire;
+use crate::cancellable::declared::Declared;
 use crate::{CancelReason, JsonRpcError, Scope};
 
 pub(crate) use super::limits::Limits;
@@ -47,14 +48,13 @@ impl Handler {
         }
     }
 
-    /// Parses the params and starts the handler: its future, and whether it is cooperative.
-    fn start(self, params: Option<Box<RawValue>>, cx: Context) -> (BoxFuture<Reply>, bool) {
+    /// Parses the params and starts the handler.
+    fn start(self, params: Option<Box<RawValue>>, cx: Context) -> BoxFuture<Reply> {
         match self {
-            Handler::Route(route) => (route.call(params.as_deref(), cx), route.cooperative),
-            Handler::TaskResult(tasks) => (
-                Box::pin(async move { tasks.result(params.as_deref()).await }),
-                false,
-            ),
+            Handler::Route(route) => route.call(params.as_deref(), cx),
+            Handler::TaskResult(tasks) => {
+                Box::pin(async move { tasks.result(params.as_deref()).await })
+            }
         }
     }
 }
@@ -192,6 +192,14 @@ impl Request {
             && let Some((ttl, extension)) =
                 task_requested(&shared.rules, admission, params.as_deref())
         {
+            if !extension && let Some(tool) = shared.rules.refuses_legacy_task(params.as_deref()) {
+                let error = JsonRpcError::method_not_found().with_data(format!(
+                    "tool `{}` does not run as a task",
+                    wire::truncate(&tool, 128)
+                ));
+                Box::pin(self.finish(Err(error), None)).await;
+                return;
+            }
             // Boxed: only task-augmented requests pay for its future (the task of every
             // request would otherwise be sized for it: 1,840 bytes instead of 736).
             Box::pin(self.run_as_task(tasks, (ttl, extension), handler, params, cx, &mut admitted))
@@ -203,8 +211,7 @@ impl Request {
         let kind = self.kind;
         let reply = guarded(async {
             shared.rules.before_request(kind, params.as_deref());
-            let (handler, cooperative) = handler.start(params, cx);
-            run_handler(handler, &scope, &token, concurrency, cooperative).await
+            run_handler(handler.start(params, cx), &scope, &token, concurrency).await
         })
         .await;
         let cause = scope.cancel_reason();
@@ -256,14 +263,13 @@ impl Request {
         self.finish(created.reply.clone(), None).await;
         admitted.release();
         let token = scope.token().clone();
-        let (handler, cooperative) = handler.start(params, cx);
+        let handler = handler.start(params, cx);
         let run = async {
             let reply = guarded(run_handler(
                 handler,
                 &scope,
                 &token,
                 shared.limits.concurrency.clone(),
-                cooperative,
             ))
             .await;
             if let Some(cause) = scope.cancel_reason() {
@@ -388,14 +394,15 @@ fn guarded(
         })
 }
 
-/// Waits for a concurrency slot (cancellably), then runs the handler; unless the route is
-/// cooperative, a cancel drops the handler at its next `.await`.
+/// Waits for a concurrency slot (cancellably), then runs the handler. At the cancel, the
+/// handler's own `#[cancellable]` declaration decides (see `cancellable::declared`): a handler
+/// that declared a mode is polled on and obeys it; one that declared none is dropped at its
+/// next `.await`.
 async fn run_handler(
     handler: BoxFuture<Reply>,
     scope: &Scope,
     token: &CancellationToken,
     concurrency: Option<Arc<Semaphore>>,
-    cooperative: bool,
 ) -> Reply {
     let cancelled = || -> Reply {
         let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
@@ -420,12 +427,14 @@ async fn run_handler(
         }
         None => None,
     };
-    if cooperative {
-        return handler.await;
-    }
+    let mut handler = std::pin::pin!(Declared::new(handler));
     tokio::select! {
         biased;
-        reply = handler => reply,
-        () = token.cancelled() => cancelled(),
+        reply = &mut handler => return reply,
+        () = token.cancelled() => {}
+    }
+    match handler.mode() {
+        Some(_) => handler.await,
+        None => cancelled(),
     }
 }

@@ -62,7 +62,7 @@ mod peer_handle;
 mod policy;
 mod reader;
 mod registry;
-mod router;
+pub(crate) mod router;
 pub(crate) mod wire;
 mod writer;
 

@@ -102,12 +102,9 @@ where
     }
 }
 
-/// How a request route treats cancellation.
+/// A request route: the handler and the method it serves.
 pub(crate) struct RequestRoute {
     handler: Box<dyn ErasedRequest>,
-    /// Cooperative routes run to completion and observe the token themselves; others are
-    /// dropped at their next `.await` once cancelled.
-    pub(crate) cooperative: bool,
     /// The method it serves, for the log line of a cancelled request.
     pub(crate) method: Arc<str>,
 }
@@ -165,8 +162,15 @@ impl Router {
         Self::default()
     }
 
-    /// Routes requests for `method` to `handler`. When the request is cancelled, the handler's
-    /// future is dropped at its next `.await` and the peer gets -32800 (or, for MCP, nothing).
+    /// Routes requests for `method` to `handler`.
+    ///
+    /// When the request is cancelled, the handler's own `#[cancellable]` attribute decides:
+    /// `#[cancellable]` drops it at its next `.await` (or answers with its `on_cancel` value),
+    /// `#[cancellable(cooperative)]` lets it run to the partial result it returns, and a `grace`
+    /// drops it once the grace runs out. A cancelled request is answered with -32800 (for MCP,
+    /// not at all) unless the handler returned something else. A handler without the attribute
+    /// takes the mode of the first `#[cancellable]` function it awaits, and is dropped at its
+    /// next `.await` if it has awaited none.
     pub fn request<F, Fut, P, R, E>(self, method: impl Into<String>, handler: F) -> Self
     where
         F: Fn(P, Context) -> Fut + Send + Sync + 'static,
@@ -175,23 +179,10 @@ impl Router {
         R: Serialize + 'static,
         E: Into<JsonRpcError> + 'static,
     {
-        self.route(method.into(), handler, false)
+        self.route(method.into(), handler)
     }
 
-    /// Routes requests for `method` to a handler that observes cancellation itself
-    /// (`cancelkit::is_cancelled()`), so it can answer with a partial result.
-    pub fn cooperative_request<F, Fut, P, R, E>(self, method: impl Into<String>, handler: F) -> Self
-    where
-        F: Fn(P, Context) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<R, E>> + Send + 'static,
-        P: DeserializeOwned + 'static,
-        R: Serialize + 'static,
-        E: Into<JsonRpcError> + 'static,
-    {
-        self.route(method.into(), handler, true)
-    }
-
-    fn route<F, Fut, P, R, E>(mut self, method: String, handler: F, cooperative: bool) -> Self
+    fn route<F, Fut, P, R, E>(mut self, method: String, handler: F) -> Self
     where
         F: Fn(P, Context) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<R, E>> + Send + 'static,
@@ -208,7 +199,6 @@ impl Router {
             method,
             Arc::new(RequestRoute {
                 handler,
-                cooperative,
                 method: name,
             }),
         );
@@ -232,6 +222,14 @@ impl Router {
             _types: PhantomData,
         });
         self.notifications.insert(method.into(), handler);
+        self
+    }
+
+    /// Takes out the route for `method`, request or notification (a route of
+    /// `cancelkit::mcp::McpServer::router` you answer yourself, or not at all).
+    pub fn remove(mut self, method: &str) -> Self {
+        self.requests.remove(method);
+        self.notifications.remove(method);
         self
     }
 

@@ -71,7 +71,7 @@ pub fn router(events: Events) -> Router {
         .request("sleep", move |p: Sleep, _cx: Context| {
             sleep(p, sleep_events.clone())
         })
-        .cooperative_request("coop", move |p: Sleep, _cx: Context| {
+        .request("coop", move |p: Sleep, _cx: Context| {
             coop(p, coop_events.clone())
         })
         .request("initialize", move |p: Sleep, _cx: Context| {
@@ -366,4 +366,18 @@ pub fn events_channel() -> (Events, mpsc::UnboundedReceiver<Event>) {
 
 pub fn shared<T>(value: T) -> Arc<T> {
     Arc::new(value)
+}
+
+/// A server `Peer` built by `builder` on one end of a duplex, and the raw wire to it.
+pub fn connect(builder: PeerBuilder, framing: Framing) -> (Peer, Wire) {
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_io);
+    let server = builder.connect(read, write);
+    let (read, write) = tokio::io::split(client_io);
+    let wire = Wire {
+        writer: write,
+        reader: BufReader::new(read),
+        framing,
+    };
+    (server, wire)
 }

@@ -56,12 +56,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cancelkit::__fuzz::{Classified, DecodedFrame, classify, decode_chunks};
-use cancelkit::JsonRpcError;
 use cancelkit::peer::{
     Context, DEFAULT_MAX_FRAME_LEN, Framing, McpRevision, Peer, Protocol, Router,
 };
 use cancelkit::protocol::jsonrpc::RequestId;
 use cancelkit::protocol::{acp, mcp};
+use cancelkit::{JsonRpcError, cancellable};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -168,10 +168,7 @@ fn router() -> (Router, Seen) {
             tokio::time::sleep(SLOW).await;
             Ok::<_, JsonRpcError>(serde_json::json!({"stopReason": "end_turn"}))
         })
-        .cooperative_request("coop", |_: Value, _cx: Context| async move {
-            cancelkit::cancelled().await;
-            Ok::<_, JsonRpcError>(Value::from("partial"))
-        })
+        .request("coop", |_: Value, _cx: Context| coop())
         .notification("note", move |params: Value, _cx: Context| {
             let seen = Arc::clone(&note);
             async move { lock(&seen).push(params) }
@@ -187,6 +184,13 @@ fn router() -> (Router, Seen) {
             crate::panics::expected::<()>()
         });
     (router, seen)
+}
+
+/// Waits for its cancel and answers with a partial result.
+#[cancellable(cooperative)]
+async fn coop() -> Result<Value, JsonRpcError> {
+    cancelkit::cancelled().await;
+    Ok(Value::from("partial"))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -174,6 +174,8 @@ pub(crate) struct McpOptions {
     /// 2026-07-28: the tools whose `tools/call` runs as a task for clients declaring the tasks
     /// extension.
     pub(crate) task_tools: HashSet<String>,
+    /// Whether `task_tools` was given: then at 2025-11-25 only those tools run as tasks too.
+    pub(crate) task_tools_declared: bool,
 }
 
 /// The rules of one connection, with the little state they keep.
@@ -384,6 +386,24 @@ impl Rules {
             && params
                 .and_then(|p| serde_json::from_str::<Call>(p.get()).ok())
                 .is_some_and(|call| self.mcp.task_tools.contains(call.name))
+    }
+
+    /// MCP 2025-11-25: a task-augmented `tools/call` (with these params) of a tool that is not
+    /// one of the declared task tools, which the server refuses (-32601, as the specification
+    /// asks of a tool whose `taskSupport` is `forbidden`).
+    pub(crate) fn refuses_legacy_task(&self, params: Option<&RawValue>) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Call<'a> {
+            #[serde(borrow)]
+            name: std::borrow::Cow<'a, str>,
+        }
+        if !self.mcp.task_tools_declared {
+            return None;
+        }
+        let name = params
+            .and_then(|p| serde_json::from_str::<Call>(p.get()).ok())
+            .map(|call| call.name.into_owned())?;
+        (!self.mcp.task_tools.contains(&name)).then_some(name)
     }
 
     /// MCP 2025-11-25 task-augmented requests: possible on this connection now.
