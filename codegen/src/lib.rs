@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 mod emit;
+mod message;
 mod schema;
 mod types;
 

@@ -187,7 +187,7 @@ impl SchemaFile {
             .join("::")
     }
 
-    fn error(&self, pointer: &str, message: impl Into<String>) -> Error {
+    pub(crate) fn error(&self, pointer: &str, message: impl Into<String>) -> Error {
         Error::Schema {
             file: self.display.clone(),
             pointer: pointer.to_owned(),
@@ -359,6 +359,7 @@ impl SchemaSet {
                 ));
             }
             self.validate_definition_keywords(file, &at, obj)?;
+            crate::message::validate(file, &at, obj)?;
             let special = obj.get("x-codegen").and_then(Value::as_str);
             self.validate_node(file, &at, def, special == Some("error-code"))?;
         }
@@ -434,13 +435,13 @@ impl SchemaSet {
         for (key, value) in obj {
             let here = pointer(at, key);
             match key.as_str() {
-                "x-method" | "x-cancel" | "x-codegen" if is_definition => {}
+                "x-method" | "x-cancel" | "x-codegen" | "x-message" if is_definition => {}
                 "x-name" if in_error_code => {}
                 "const" => {
                     return Err(file.error(&here, "`const` is not supported (typify drops it); write a single-value `enum` instead"));
                 }
                 k if k.starts_with("x-") => {
-                    return Err(file.error(&here, format!("unknown extension keyword `{k}` here; cancelkit reads x-method, x-cancel and x-codegen on definitions and x-name inside an error-code table")));
+                    return Err(file.error(&here, format!("unknown extension keyword `{k}` here; cancelkit reads x-method, x-cancel, x-codegen and x-message on definitions and x-name inside an error-code table")));
                 }
                 k if !KEYWORDS.contains(&k) => {
                     return Err(file.error(

@@ -79,6 +79,7 @@ pub(crate) fn module_tokens(
     }
     tokens.extend(emit::protocol_version(file));
     tokens.extend(emit::method_tables(file));
+    tokens.extend(crate::message::markers(file));
     Ok(tokens)
 }
 

@@ -16,7 +16,8 @@
 //!
 //! Each message type carries its wire name as an associated constant (`METHOD` for JSON-RPC,
 //! `HTTP_METHOD` and `PATH` for HTTP bodies), and each module lists its `METHODS` and
-//! `CANCEL_METHODS`.
+//! `CANCEL_METHODS`. Its `request` and `notification` submodules tie each method to its params
+//! and result types ([`Request`], [`Notification`]).
 //!
 //! ```
 //! use cancelkit_protocol::acp::CancelRequestParams;
@@ -29,6 +30,31 @@
 //! ```
 
 #![warn(missing_docs)]
+
+// The generated `request` and `notification` modules name the traits below by the crate's
+// name, as they do in a user's own crate generated with `cancelkit-codegen`.
+extern crate self as cancelkit_protocol;
+
+/// A JSON-RPC request: its method, and the types of its params and its result. Each module's
+/// `request` submodule has one uninhabited type per request (`acp::request::SessionPrompt`),
+/// for typed sends such as `cancelkit::peer::PeerHandle::send::<SessionPrompt>(params)`.
+pub trait Request {
+    /// The method name.
+    const METHOD: &'static str;
+    /// The params.
+    type Params: serde::Serialize + serde::de::DeserializeOwned;
+    /// The result.
+    type Result: serde::Serialize + serde::de::DeserializeOwned;
+}
+
+/// A JSON-RPC notification: its method and the type of its params (each module's
+/// `notification` submodule, as for [`Request`]).
+pub trait Notification {
+    /// The method name.
+    const METHOD: &'static str;
+    /// The params.
+    type Params: serde::Serialize + serde::de::DeserializeOwned;
+}
 
 // The generated modules are formatted by the generator (prettyplease); rustfmt leaves them alone
 // so that `cargo fmt` and `cargo xtask codegen --check` never disagree.

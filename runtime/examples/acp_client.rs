@@ -12,6 +12,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cancelkit::peer::{Context, Peer, Protocol, Router};
+use cancelkit::protocol::acp::notification::SessionCancel;
+use cancelkit::protocol::acp::request::SessionPrompt;
+use cancelkit::protocol::acp::{PromptRequestParams, SessionCancelParams};
 use cancelkit::{JsonRpcError, cancellable};
 use serde_json::{Value, json};
 
@@ -92,34 +95,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("prompt `sleep 10`, session/cancel after 2.5 s:");
     let turn = Instant::now();
-    let prompt = acp.request::<_, Value>(
-        "session/prompt",
-        json!({"sessionId": session_id, "prompt": [{"type": "text", "text": "sleep 10"}]}),
-    );
+    let prompt = acp.send::<SessionPrompt>(prompt_of(&session_id, "sleep 10"));
     let cancel = {
         let acp = acp.clone();
         let session_id = session_id.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(2500)).await;
-            acp.notify("session/cancel", json!({"sessionId": session_id}))
-                .await
+            acp.send_notification::<SessionCancel>(SessionCancelParams {
+                session_id,
+                meta: None,
+            })
+            .await
         })
     };
     let result = prompt.await?;
     cancel.await??;
     println!(
         "  stopReason {} after {:?}",
-        result["stopReason"],
+        json!(result.stop_reason),
         turn.elapsed()
     );
 
     println!("prompt `ask`, dropped after 1 s ($/cancel_request):");
     let turn = Instant::now();
     let prompt = acp
-        .request::<_, Value>(
-            "session/prompt",
-            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": "ask"}]}),
-        )
+        .send::<SessionPrompt>(prompt_of(&session_id, "ask"))
         .timeout(Duration::from_secs(1));
     println!(
         "  prompt ended: {:?} after {:?}",
@@ -132,4 +132,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     peer.closed().await;
     let _ = agent.wait().await;
     Ok(())
+}
+
+/// A `session/prompt` of one text block.
+fn prompt_of(session_id: &str, text: &str) -> PromptRequestParams {
+    let block = json!({"type": "text", "text": text});
+    PromptRequestParams {
+        session_id: session_id.to_owned(),
+        prompt: block.as_object().into_iter().cloned().collect(),
+        meta: None,
+        extra: Default::default(),
+    }
 }

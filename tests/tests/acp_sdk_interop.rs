@@ -14,6 +14,8 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use cancelkit::peer::{Context, Peer, Protocol, Router};
+use cancelkit::protocol::acp::PromptRequestParams;
+use cancelkit::protocol::acp::request::SessionPrompt;
 use cancelkit::{JsonRpcError, cancellable};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -211,10 +213,11 @@ async fn our_dropped_request_fires_their_request_cancellation() {
     // They do not declare the draft capability, so we send the shipped form.
     assert!(!client.handle().peer_accepts_draft_cancel());
 
-    let prompt = client.handle().request::<_, Value>(
-        "session/prompt",
+    let params = serde_json::from_value(
         json!({"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}),
-    );
+    )
+    .expect("session/prompt params");
+    let prompt = client.handle().send::<SessionPrompt>(params);
     assert_eq!(next(&mut rx).await, "their prompt started");
     drop(prompt);
     assert_eq!(next(&mut rx).await, "their RequestCancellation fired");
@@ -225,7 +228,12 @@ async fn our_timed_out_request_fires_their_request_cancellation() {
     let (client, mut rx) = our_client_against_their_agent().await;
     let outcome = client
         .handle()
-        .request::<_, Value>("session/prompt", json!({"sessionId": "s", "prompt": []}))
+        .send::<SessionPrompt>(PromptRequestParams {
+            session_id: "s".into(),
+            prompt: Vec::new(),
+            meta: None,
+            extra: Default::default(),
+        })
         .timeout(Duration::from_millis(300))
         .await;
     assert!(

@@ -164,6 +164,45 @@ impl PeerHandle {
         outcome == Cancel::Cancelled
     }
 
+    /// Sends request `R` of the generated bindings (`cancelkit::protocol::acp::request::SessionPrompt`,
+    /// `...::mcp::v2025_11_25::request::CancelTask`): the method, the params' type and the
+    /// result's type come from `R`, so neither can be mistyped. Otherwise as
+    /// [`request`](Self::request).
+    ///
+    /// ```no_run
+    /// use cancelkit::peer::PeerHandle;
+    /// use cancelkit::protocol::acp::{PromptRequestParams, request::SessionPrompt};
+    ///
+    /// # async fn run(peer: PeerHandle) -> Result<(), Box<dyn std::error::Error>> {
+    /// let params: PromptRequestParams = serde_json::from_value(serde_json::json!({
+    ///     "sessionId": "s-1",
+    ///     "prompt": [{"type": "text", "text": "Hello"}]
+    /// }))?;
+    /// let result = peer.send::<SessionPrompt>(params).await?;
+    /// println!("the turn ended: {:?}", result.stop_reason);
+    /// # Ok(()) }
+    /// ```
+    pub fn send<R: cancelkit_protocol::Request>(
+        &self,
+        params: R::Params,
+    ) -> OutgoingRequest<R::Result> {
+        self.request(R::METHOD, params)
+    }
+
+    /// Sends notification `N` of the generated bindings
+    /// (`cancelkit::protocol::acp::notification::SessionCancel`); otherwise as
+    /// [`notify`](Self::notify).
+    ///
+    /// # Errors
+    ///
+    /// As [`notify`](Self::notify).
+    pub async fn send_notification<N: cancelkit_protocol::Notification>(
+        &self,
+        params: N::Params,
+    ) -> Result<(), RequestError> {
+        self.notify(N::METHOD, params).await
+    }
+
     /// Sends a notification, waiting for room in our output queue if the peer is slow to read.
     /// Fails only if the connection is closed.
     pub async fn notify<P: Serialize>(&self, method: &str, params: P) -> Result<(), RequestError> {
