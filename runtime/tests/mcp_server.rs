@@ -456,3 +456,12 @@ fn arguments_that_are_not_an_object_are_refused_at_startup() {
     }
     let _ = Tool::new("n", "A number.", number);
 }
+
+#[test]
+#[should_panic(expected = "tool `list`: its structured result must be an object")]
+fn structured_results_that_are_not_an_object_are_refused_at_startup() {
+    async fn list() -> Json<Vec<u32>> {
+        Json(vec![1, 2])
+    }
+    let _ = Tool::new("list", "A list.", list);
+}

@@ -127,8 +127,8 @@ impl Tool {
     ///
     /// # Panics
     ///
-    /// When the arguments' schema is not an object schema (MCP arguments are an object; use a
-    /// struct).
+    /// When the arguments' schema, or the schema of a [`Json`](super::Json) result, is not an
+    /// object schema (MCP arguments and structured content are objects; use a struct).
     pub fn new<H: ToolHandler<T>, T: 'static>(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -146,6 +146,10 @@ impl Tool {
             "inputSchema": input,
         });
         if let Some(output) = H::output_schema() {
+            assert!(
+                output.get("type") == Some(&json!("object")),
+                "tool `{name}`: its structured result must be an object (a struct), not {output}"
+            );
             listed["outputSchema"] = output;
         }
         Self {
