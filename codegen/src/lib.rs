@@ -6,6 +6,12 @@
 //!
 //! - per-definition method constants and per-module method tables, taken from the `x-method` and
 //!   `x-cancel` keywords;
+//! - per-message markers tying method, params and result together (`request::SessionPrompt`
+//!   implementing `cancelkit_protocol::Request`, `notification::SessionCancel` implementing
+//!   `cancelkit_protocol::Notification`), from `x-message` on a params definition:
+//!   `{"kind": "request", "name": "SessionPrompt", "result": "PromptResult"}` or
+//!   `{"kind": "notification", "name": "SessionCancel"}` (the generated code names
+//!   `::cancelkit_protocol`, so a crate generated elsewhere depends on it for these traits);
 //! - a module's `PROTOCOL_VERSION` constant, from the file's top-level `x-protocol-version`;
 //! - a `RequestId` (`x-codegen: "request-id"`) that is `Eq + Hash + Ord + Display` and converts
 //!   from integers and strings;
