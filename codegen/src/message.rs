@@ -14,7 +14,7 @@ use quote::{format_ident, quote};
 use serde_json::{Map, Value};
 
 use crate::Result;
-use crate::schema::{SchemaFile, http_route, pointer};
+use crate::schema::{SchemaFile, http_route, is_type_name, pointer};
 
 /// A parsed `x-message`.
 struct Message<'a> {
@@ -48,13 +48,7 @@ pub(crate) fn validate(file: &SchemaFile, at: &str, obj: &Map<String, Value>) ->
     else {
         return Err(file.error(&here, shape));
     };
-    let ident = message
-        .name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_uppercase())
-        && message.name.chars().all(|c| c.is_ascii_alphanumeric());
-    if !ident {
+    if !is_type_name(message.name) {
         return Err(file.error(
             &here,
             format!("`{}` is not an UpperCamelCase Rust type name", message.name),

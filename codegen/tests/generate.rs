@@ -3,7 +3,10 @@
 use std::path::Path;
 
 use cancelkit_codegen::{Error, MessageKind, generate};
+
+mod support;
 use sha2::{Digest, Sha256};
+use support::{fails_with, generate_from, schema_with};
 
 fn project_schema() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema")
@@ -83,35 +86,6 @@ fn messages_lists_methods_kinds_and_cancels() {
     assert_eq!(http.kind, MessageKind::HttpBody);
     assert_eq!(http.method, "POST /cancel_tool_call");
     assert_eq!(find("schema/acp.json", "PromptResult").cancels, None);
-}
-
-/// Writes `files` into a fresh `schema/` directory and runs the generator on it.
-fn generate_from(files: &[(&str, &str)]) -> Result<Vec<cancelkit_codegen::GeneratedFile>, Error> {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("schema");
-    std::fs::create_dir(&dir).unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).unwrap();
-    }
-    generate(&dir)
-}
-
-fn schema_with(defs: &str) -> String {
-    format!(r#"{{"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": {{{defs}}}}}"#)
-}
-
-/// Asserts the error message is exactly `expected` (file, pointer and explanation).
-fn fails_with(files: &[(&str, &str)], expected: &str) {
-    match generate_from(files) {
-        Ok(_) => panic!("expected an error: {expected}"),
-        Err(e) => {
-            let message = e.to_string();
-            assert!(
-                message.starts_with(expected),
-                "expected {expected:?}\n     got {message:?}"
-            );
-        }
-    }
 }
 
 #[test]

@@ -1,17 +1,13 @@
 //! `x-message`: the generated `request` / `notification` markers, and the mistakes the generator
 //! names instead of emitting them.
 
-use cancelkit_codegen::{Error, generate};
+mod support;
 
-fn generate_from(defs: &str) -> Result<Vec<cancelkit_codegen::GeneratedFile>, Error> {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("schema");
-    std::fs::create_dir(&dir).unwrap();
-    let text = format!(
-        r#"{{"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": {{{defs}}}}}"#
-    );
-    std::fs::write(dir.join("demo.json"), text).unwrap();
-    generate(&dir)
+/// Generates `demo.json` made of `defs`.
+fn generate_from(
+    defs: &str,
+) -> Result<Vec<cancelkit_codegen::GeneratedFile>, cancelkit_codegen::Error> {
+    support::generate_from(&[("demo.json", &support::schema_with(defs))])
 }
 
 const RESULT: &str = r#""AddResult": {"description": "The sum.", "x-method": "demo/add", "type": "object",
@@ -25,16 +21,7 @@ fn params(message: &str) -> String {
 }
 
 fn fails_with(defs: &str, expected: &str) {
-    match generate_from(defs) {
-        Ok(_) => panic!("expected an error: {expected}"),
-        Err(e) => {
-            let message = e.to_string();
-            assert!(
-                message.starts_with(expected),
-                "expected {expected:?}\n     got {message:?}"
-            );
-        }
-    }
+    support::fails_with(&[("demo.json", &support::schema_with(defs))], expected);
 }
 
 #[test]

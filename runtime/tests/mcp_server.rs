@@ -32,7 +32,9 @@ struct Sleep {
     ms: u64,
 }
 
-/// Reports its start and whether it finished or was dropped.
+/// Reports its start and whether it finished or was dropped. The events channel is unbounded
+/// on purpose (a `Drop` cannot wait for room): each call sends two events and each test makes a
+/// handful of calls, so what it holds is bounded by the test itself.
 struct Watch(mpsc::UnboundedSender<&'static str>, bool);
 
 impl Drop for Watch {
@@ -101,6 +103,7 @@ fn server(events: mpsc::UnboundedSender<&'static str>) -> McpServer {
 }
 
 fn served(revision: McpRevision) -> (Peer, Wire, mpsc::UnboundedReceiver<&'static str>) {
+    // Unbounded: see `Watch`.
     let (tx, rx) = mpsc::unbounded_channel();
     let (peer, wire) = common::connect(server(tx).builder_for(revision), Framing::Lines);
     (peer, wire, rx)

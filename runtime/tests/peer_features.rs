@@ -45,6 +45,8 @@ fn cause_routes(router: Router, tx: mpsc::UnboundedSender<Option<CancelReason>>)
         })
 }
 
+/// The causes channel is the tests' unbounded one (one cause per cancelled request, a few per
+/// test).
 #[cancellable(cooperative)]
 async fn watch(tx: mpsc::UnboundedSender<Option<CancelReason>>) -> Result<Value, JsonRpcError> {
     cancelkit::cancelled().await;

@@ -81,17 +81,7 @@ where
         if let Poll::Ready(output) = this.body.as_mut().poll(cx) {
             return Poll::Ready(output);
         }
-        if this.waiter.is_none()
-            && let Some(token) = this.token.take()
-        {
-            this.waiter.set(Some(token.cancelled_owned()));
-        }
-        let cancelled = this
-            .waiter
-            .as_mut()
-            .as_pin_mut()
-            .is_some_and(|waiter| waiter.poll(cx).is_ready());
-        if cancelled {
+        if super::cancel_seen(this.waiter.as_mut(), this.token, cx) {
             return Poll::Ready(finish(this.on_cancel, this.reasons));
         }
         Poll::Pending

@@ -134,25 +134,13 @@ where
             this.body.set(None);
             return Poll::Ready(output);
         }
-        if this.deadline.is_none() {
-            if this.waiter.is_none()
-                && let Some(token) = this.token.take()
-            {
-                this.waiter.set(Some(token.cancelled_owned()));
-            }
-            let cancelled = this
-                .waiter
-                .as_mut()
-                .as_pin_mut()
-                .is_some_and(|waiter| waiter.poll(cx).is_ready());
-            if cancelled {
-                // The grace starts now, when the cancel is first seen.
-                this.waiter.set(None);
-                this.deadline.set(Some(tokio::time::sleep(*this.grace)));
-                if expired(this.deadline.as_mut(), cx) {
-                    this.body.set(None);
-                    return Poll::Ready(Err(E::from(Cancelled::new(this.reasons.recorded()))));
-                }
+        if this.deadline.is_none() && super::cancel_seen(this.waiter.as_mut(), this.token, cx) {
+            // The grace starts now, when the cancel is first seen.
+            this.waiter.set(None);
+            this.deadline.set(Some(tokio::time::sleep(*this.grace)));
+            if expired(this.deadline.as_mut(), cx) {
+                this.body.set(None);
+                return Poll::Ready(Err(E::from(Cancelled::new(this.reasons.recorded()))));
             }
         }
         Poll::Pending

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::{CancelReason, Cancelled, Canceller, Scope};
 
@@ -128,4 +129,21 @@ impl<A: Timer, B: Timer> Timer for Both<A, B> {
         let second = this.second.fired(cx);
         first || second
     }
+}
+
+/// Polls for the cancel of a call whose body is waiting: the token becomes the waiter on the
+/// first wait (a call that never waits never allocates one), which registers the waker.
+pub(crate) fn cancel_seen(
+    mut waiter: Pin<&mut Option<WaitForCancellationFutureOwned>>,
+    token: &mut Option<CancellationToken>,
+    cx: &mut Context<'_>,
+) -> bool {
+    if waiter.is_none()
+        && let Some(token) = token.take()
+    {
+        waiter.set(Some(token.cancelled_owned()));
+    }
+    waiter
+        .as_pin_mut()
+        .is_some_and(|waiter| waiter.poll(cx).is_ready())
 }
