@@ -50,7 +50,7 @@ bindings! {
         CancelRequestParams, CancelRequestNotification, DraftCancelRequestParams,
         DraftCancelRequestNotification, CancellationCapabilities, ClientCapabilities,
         AgentCapabilities, SessionCancelParams, SessionCancelNotification, StopReason,
-        PromptResult, PromptResponse,
+        PromptRequestParams, PromptResult, PromptResponse,
     ],
     "mcp-2024-11-05" => mcp::v2024_11_05 [CancelledNotificationParams, CancelledNotification],
     "mcp-2025-11-25" => mcp::v2025_11_25 [
