@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use cancelkit::protocol::jsonrpc::RequestId;
+use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
 use cancelkit::{CancelReason, JsonRpcError, Scope};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -24,9 +24,6 @@ use crate::upstream::{PROGRESS_BUFFER, ToolCall, Upstream};
 
 /// The key of `_meta` under which a result names its run.
 pub const RUN_ID_META: &str = "io.cancelkit/runId";
-
-/// JSON-RPC error code for a call refused because the worker is at its bound of runs.
-pub const OVERLOADED: i64 = -32050;
 
 /// Who asks, and where their answer goes.
 #[derive(Debug)]
@@ -140,7 +137,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
         return Err(error_response(
             &id,
             JsonRpcError::new(
-                cancelkit::protocol::jsonrpc::ErrorCode::from(OVERLOADED),
+                ErrorCode::ServerOverloaded,
                 "Server overloaded: the gateway is shutting down",
             ),
             None,
@@ -191,7 +188,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
                     return Err(error_response(
                         &id,
                         JsonRpcError::new(
-                            cancelkit::protocol::jsonrpc::ErrorCode::from(-32600),
+                            ErrorCode::InvalidRequest,
                             "Invalid request: this id is already in use by a call in flight",
                         ),
                         None,
@@ -201,7 +198,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
                     return Err(error_response(
                         &id,
                         JsonRpcError::new(
-                            cancelkit::protocol::jsonrpc::ErrorCode::from(OVERLOADED),
+                            ErrorCode::ServerOverloaded,
                             "Server overloaded: too many tool calls in flight; retry later",
                         ),
                         None,
@@ -253,10 +250,7 @@ fn take_slots(app: &App, caller: &Caller, upstream: &str) -> Result<[Slot; 2], J
                  retry later"
             ),
         };
-        JsonRpcError::new(
-            cancelkit::protocol::jsonrpc::ErrorCode::from(OVERLOADED),
-            text,
-        )
+        JsonRpcError::new(ErrorCode::ServerOverloaded, text)
     };
     let call = app
         .shares
@@ -438,9 +432,31 @@ pub fn cancelled_response(id: &RequestId, run_id: Option<&str>, reason: Option<&
     if let Some(run_id) = run_id {
         data["runId"] = json!(run_id);
     }
-    json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": {"code": -32800, "message": "Request cancelled", "data": data}
-    })
+    let error = JsonRpcError::from_code(ErrorCode::RequestCancelled).with_data(data);
+    json!({"jsonrpc": "2.0", "id": id, "error": error_object(&error)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancelled_call_is_answered_with_the_same_bytes_as_ever() {
+        let id = RequestId::from(7);
+        let response = cancelled_response(&id, Some("r1"), Some("client"));
+        assert_eq!(
+            serde_json::to_string(&response).unwrap(),
+            r#"{"error":{"code":-32800,"data":{"partial":false,"reason":"client","requestId":7,"runId":"r1"},"message":"Request cancelled"},"id":7,"jsonrpc":"2.0"}"#
+        );
+    }
+
+    #[test]
+    fn an_overloaded_refusal_is_code_minus_32050() {
+        let id = RequestId::from("a");
+        let error = JsonRpcError::new(ErrorCode::ServerOverloaded, "Server overloaded: busy");
+        assert_eq!(
+            serde_json::to_string(&error_response(&id, error, None)).unwrap(),
+            r#"{"error":{"code":-32050,"message":"Server overloaded: busy"},"id":"a","jsonrpc":"2.0"}"#
+        );
+    }
 }

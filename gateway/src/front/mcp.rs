@@ -189,10 +189,7 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
                 _ => call.cancel_on_drop(source),
             }
             // Nobody reads it: the client cancelled, or its session is gone.
-            Err(JsonRpcError::new(
-                ErrorCode::from(-32800),
-                "Request cancelled",
-            ))
+            Err(JsonRpcError::from_code(ErrorCode::RequestCancelled))
         }
     }
 }
@@ -214,12 +211,15 @@ async fn forward_progress(cx: &Context, note: Value) {
 /// earlier, without 2026-07-28's `resultType` (an upstream of that revision puts it in).
 fn answer(mut response: Value, legacy: bool) -> Result<Value, JsonRpcError> {
     if let Some(error) = response.get_mut("error").map(Value::take) {
-        let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+        let code = error
+            .get("code")
+            .and_then(Value::as_i64)
+            .map_or(ErrorCode::InternalError, ErrorCode::from);
         let message = error
             .get("message")
             .and_then(Value::as_str)
             .unwrap_or("error");
-        let mut rpc_error = JsonRpcError::new(ErrorCode::from(code), message);
+        let mut rpc_error = JsonRpcError::new(code, message);
         rpc_error.data = error.get("data").cloned();
         return Err(rpc_error);
     }
@@ -231,4 +231,18 @@ fn answer(mut response: Value, legacy: bool) -> Result<Value, JsonRpcError> {
         result.remove("resultType");
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_error_keeps_its_code_and_one_without_a_code_is_internal() {
+        let kept = answer(json!({"error": {"code": -32020, "message": "m"}}), false);
+        assert_eq!(kept.unwrap_err().code.code(), -32020);
+        let coded = answer(json!({"error": {"message": "m", "data": 1}}), false).unwrap_err();
+        assert_eq!(coded.code.code(), -32603);
+        assert_eq!((coded.message.as_str(), coded.data), ("m", Some(json!(1))));
+    }
 }
