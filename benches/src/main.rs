@@ -4,7 +4,7 @@
 //! and reports each figure as the median (min–max) of the rounds, with ratios on the medians.
 //! Each benchmark builds a [`report::Report`], which prints its tables and targets and writes
 //! them as JSON (and its plots as SVG) under `target/bench/`; `cargo xtask bench --readme`
-//! renders those files into the README's tables.
+//! renders those files into the tables of the guide's performance page (`docs/src/performance.md`).
 
 mod alloc;
 mod gateway_bench;
@@ -63,21 +63,23 @@ fn main() {
     }
 }
 
-/// `--readme`: renders the README's benchmark blocks from `target/bench/*.json` (no benchmark
-/// runs) and copies the plots to `docs/bench/`.
+/// `--readme`: renders the benchmark blocks of the guide's performance page
+/// (`docs/src/performance.md`) from `target/bench/*.json` (no benchmark runs) and copies the
+/// plots next to it, to `docs/src/bench/`.
 fn readme(rest: &[String]) {
+    const PERFORMANCE_PAGE: &str = "docs/src/performance.md";
     if !rest.is_empty() {
         eprintln!("--readme takes no benchmark names (it renders every report in target/bench)");
         std::process::exit(2);
     }
     let workspace = report::workspace_dir();
     let updated = report::readme::update_readme(
-        &workspace.join("README.md"),
+        &workspace.join(PERFORMANCE_PAGE),
         &report::bench_dir(),
-        &workspace.join("docs/bench"),
+        &workspace.join("docs/src/bench"),
     );
     match updated {
-        Ok(names) => println!("README.md: rendered {}", names.join(", ")),
+        Ok(names) => println!("{PERFORMANCE_PAGE}: rendered {}", names.join(", ")),
         Err(message) => {
             eprintln!("error: {message}");
             std::process::exit(1);

@@ -3,7 +3,7 @@
 //! `cancelkit_tests::chromium`), and the DOM checked after the page's script ran.
 //!
 //! `CANCELKIT_WRITE_SCREENSHOT=1 cargo test -p cancelkit-cli --test browser` also writes the
-//! screenshot to `docs/trace/timeline.png`, the README's picture (then commit it).
+//! screenshot to `docs/src/trace/timeline.png`, the picture of the guide's trace page (then commit it).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -206,7 +206,7 @@ fn the_timeline_is_drawn_and_filtered_in_chromium() {
         bytes.len()
     );
     if std::env::var_os("CANCELKIT_WRITE_SCREENSHOT").is_some() {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/trace");
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/trace");
         std::fs::create_dir_all(&docs).unwrap();
         std::fs::write(docs.join("timeline.png"), &bytes).unwrap();
     }

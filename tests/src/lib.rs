@@ -8,6 +8,8 @@
 pub mod alloc;
 pub mod apt;
 pub mod chromium;
+#[cfg(doctest)]
+pub mod guide;
 pub mod http_peer;
 pub mod load;
 pub mod node;

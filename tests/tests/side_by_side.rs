@@ -177,3 +177,43 @@ fn ours_is_not_the_longer_program() {
     println!("lines of code: rmcp {rmcp}, cancelkit {ours}");
     assert!(ours <= rmcp, "cancelkit {ours} lines, rmcp {rmcp}");
 }
+
+/// The guide's page shows both programs as they are, with the counts [`code_lines`] gives, and
+/// the README quotes the same counts.
+#[test]
+fn the_guide_shows_both_programs_and_their_counts() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let read =
+        |path: String| std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let page = read(format!("{dir}/../docs/src/side-by-side.md"));
+    let readme = read(format!("{dir}/../README.md"));
+    let mut counts = Vec::new();
+    for (name, file) in [
+        ("rmcp", "side_by_side_rmcp.rs"),
+        ("cancelkit", "side_by_side_cancelkit.rs"),
+    ] {
+        let path = format!("{dir}/examples/{file}");
+        let source = read(path.clone());
+        let fenced = format!("```rust,no_run\n{}\n```", source.trim_end());
+        assert!(
+            page.contains(&fenced),
+            "docs/src/side-by-side.md does not show {file} as it is"
+        );
+        let code = code_lines(&path);
+        let total = source.trim_end().lines().count();
+        let row = format!("| {name} | {code} | {total} |");
+        assert!(
+            page.contains(&row),
+            "docs/src/side-by-side.md lacks the row `{row}`"
+        );
+        counts.push(code);
+    }
+    let quoted = format!(
+        "{} lines of code with rmcp and {} with cancelkit",
+        counts[0], counts[1]
+    );
+    assert!(
+        readme.contains(&quoted),
+        "the README does not say `{quoted}`"
+    );
+}

@@ -1,6 +1,6 @@
 //! `cargo xtask bench [NAME...] [--quick]`: builds the benchmark binary in release mode and runs
 //! it (`--quick`: the short run of the benchmarks that have one).
-//! `cargo xtask bench --readme`: runs it to render the README's tables from `target/bench/*.json`
+//! `cargo xtask bench --readme`: runs it to render the tables of the guide's performance page from `target/bench/*.json`
 //! (no benchmark runs, so the gateway is not built).
 
 pub fn main(names: &[&str]) -> Result<(), String> {

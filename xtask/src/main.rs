@@ -4,15 +4,17 @@
 //! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
 //! cargo xtask test                the whole test suite, as CI runs it
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
-//! cargo xtask bench --readme      the README's benchmark tables, from target/bench/*.json
+//! cargo xtask bench --readme      the guide's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
 //! cargo xtask survey [AGENT|MODE...]      `cancelkit check acp` against real agents, offline
-//! cargo xtask survey --readme             the README's table from the last survey's reports
+//! cargo xtask survey --readme             the guide's survey table from the last survey's reports
+//! cargo xtask docs                build the guide (docs/, mdBook) into target/book
 //! cargo xtask survey serve AGENT MODE     one agent's mock and config, to drive it by hand
 //! ```
 
 mod bench;
 mod codegen;
+mod docs;
 mod fuzz;
 mod survey;
 mod test;
@@ -31,8 +33,9 @@ tasks:
                       gateway, http by default; http-gateway, which installs ContextForge,
                       by name); --quick runs the short version of those that have one;
                       prints the tables and writes target/bench/NAME.json (and its plots)
-  bench --readme      regenerate the README's benchmark tables from target/bench/*.json
-                      (runs no benchmark) and copy the plots to docs/bench/
+  bench --readme      regenerate the benchmark tables of the guide's performance page
+                      (docs/src/performance.md) from target/bench/*.json (runs no
+                      benchmark) and copy the plots to docs/src/bench/
   fuzz [TARGET] [--time S] [--sanitizer address|none] [-- LIBFUZZER_ARGS]
                       fuzz one target, or each in turn, for S seconds (default 60) with
                       cargo-fuzz (installed if missing; address sanitizer unless told
@@ -43,7 +46,10 @@ tasks:
                       API mocked on 127.0.0.1 in two modes (slow: a slowly streamed answer;
                       permission: a tool call the agent asks permission for); writes
                       target/survey/AGENT-MODE.{json,stderr,out,mock.json}; not part of `test`
-  survey --readme     render the README's table of the agents' outcomes from those reports
+  survey --readme     render the table of the agents' outcomes on the guide's survey page
+                      (docs/src/survey.md) from those reports
+  docs                build the guide (docs/, an mdBook) into target/book/, installing
+                      mdBook 0.5.4 if missing; its Rust samples are compiled by `test`
   survey serve AGENT MODE
                       start one mock and a configured home, print the agent's command line,
                       and serve until Enter (to drive the agent with raw JSON-RPC by hand)
@@ -59,6 +65,7 @@ fn main() -> ExitCode {
         ["bench", names @ ..] => bench::main(names),
         ["fuzz", rest @ ..] => fuzz::main(rest),
         ["survey", rest @ ..] => survey::main(rest),
+        ["docs", rest @ ..] => docs::main(rest),
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())

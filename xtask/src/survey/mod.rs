@@ -7,8 +7,8 @@
 //! `cargo xtask survey serve AGENT MODE` starts one mock and one configured home and prints the
 //! command that runs the agent against it, to drive it by hand with raw JSON-RPC.
 //!
-//! `cargo xtask survey --readme` renders the README's table of the agents' outcomes from the
-//! last survey's reports ([`readme`]), running nothing.
+//! `cargo xtask survey --readme` renders the table of the agents' outcomes on the guide's survey
+//! page (`docs/src/survey.md`) from the last survey's reports ([`readme`]), running nothing.
 
 mod agents;
 mod anthropic;
@@ -36,7 +36,7 @@ pub fn main(args: &[&str]) -> Result<(), String> {
     }
     if let ["--readme"] = args {
         let root = crate::project_root();
-        let readme = root.join("README.md");
+        let readme = root.join("docs").join("src").join("survey.md");
         let package = root.join("xtask").join("survey").join("package.json");
         readme::update(&readme, &target_dir().join("survey"), &package)?;
         println!(

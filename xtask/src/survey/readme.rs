@@ -1,4 +1,4 @@
-//! `cargo xtask survey --readme`: the README's table of what the real ACP agents do with
+//! `cargo xtask survey --readme`: the table, on the guide's survey page (`docs/src/survey.md`), of what the real ACP agents do with
 //! cancellation, rendered from the reports of the last survey (`target/survey/AGENT-MODE.json`)
 //! without running any agent, between `<!-- survey:acp:begin -->` and `<!-- survey:acp:end -->`.
 //! Every cell is a verdict of `cancelkit check acp` as it was reached; the details of every
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::agents::Agent;
 use super::mock::Mode;
 
-/// The block's kind and name in the README's markers.
+/// The block's kind and name in the survey page's markers.
 const KIND: &str = "survey";
 const NAME: &str = "acp";
 
