@@ -1,0 +1,14 @@
+//! The gateway process checking tokens from an identity provider: RS256 from a JWKS the test
+//! serves over HTTP on loopback (rotation, revocation, an unreachable provider, and a flood of
+//! unknown `kid`s that may cost only a bounded number of fetches), ES256 from a PEM file with
+//! `nbf`, `aud` and `iss` enforced; the subject `admin` without a permission entry; the warning
+//! for a wildcard admin grant; and where the admin token goes (`--token-file`, `--print-token`).
+//! Key pairs are made by the `openssl` CLI at test time.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod admin_token;
+mod admins;
+mod keys;
+mod providers;

@@ -1,0 +1,31 @@
+//! The Streamable HTTP upstream connector against a real third-party MCP server: rmcp 3.9's
+//! `StreamableHttpService`, in-process on 127.0.0.1, behind a tap that records every HTTP
+//! request it receives and counts the TCP connections it closes.
+//!
+//! rmcp serves both eras on one endpoint: a request stamped with 2026-07-28 `_meta` (or
+//! `server/discover`) is served statelessly, `initialize` opens a 2025-11-25 session. The
+//! legacy tests pin the server to versions up to 2025-11-25 (as a server that does not speak
+//! 2026-07-28), so the connector falls back to `initialize`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod calls;
+mod cancels;
+mod lifecycle;
+
+use cancelkit_gateway::upstream::ToolCall;
+use serde_json::Value;
+
+fn call(tool: &str, arguments: Value) -> ToolCall {
+    ToolCall {
+        tool: tool.into(),
+        arguments: Some(arguments),
+        progress: None,
+    }
+}
+
+/// The text of a `CallToolResult`'s first content block.
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
