@@ -1,0 +1,337 @@
+//! The scenarios every SDK client runs against the gateway, what differs between the SDKs,
+//! and the checks of what crossed the wire.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::script::{Report, Script};
+use super::upstream::UpstreamUnderTest;
+use super::{cancel, cancels_total, plain, selector, status, wait_for_stops};
+use crate::support::{Gateway, client};
+
+/// The MCP revision a client speaks with the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25: a session; `notifications/cancelled` is the cancel, a closed stream is not.
+    V2025,
+    /// 2026-07-28: no session; closing the request's response stream is the cancel.
+    V2026,
+}
+
+impl Era {
+    /// The revision's name.
+    pub fn version(self) -> &'static str {
+        match self {
+            Era::V2025 => "2025-11-25",
+            Era::V2026 => "2026-07-28",
+        }
+    }
+}
+
+/// How the admin's API cancel names the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelBy {
+    /// The bare JSON-RPC id the SDK gave the call.
+    BareId,
+    /// The run id, read from the run's status (looked up by the bare id).
+    RunId,
+}
+
+/// What differs between the SDKs in the scenarios of [`run_scenarios`].
+pub struct Expected {
+    /// The revision the client speaks.
+    pub era: Era,
+    /// The `cancel_reason` of the run the client aborted.
+    pub abort_reason: &'static str,
+    /// How the client's own aborted call ended, as the script reports it.
+    pub abort_outcome: &'static str,
+    /// How the API cancel names the run.
+    pub cancel_by: CancelBy,
+}
+
+/// The scenarios every SDK client runs against the gateway, in the order its script runs them
+/// (see tests/python/gateway_client.py and tests/node/gateway_client.mjs): connect, list, echo,
+/// progress, a client abort, an API cancel, echo again; then what crossed the wire.
+pub async fn run_scenarios(
+    gateway: &Gateway,
+    upstream: &dyn UpstreamUnderTest,
+    mut script: Script,
+    expected: &Expected,
+) -> Report {
+    let era = expected.era;
+    let connected = script.expect("connected").await;
+    assert_eq!(
+        connected["protocolVersion"],
+        era.version(),
+        "{}",
+        script.transcript()
+    );
+
+    let listed = script.expect("list_tools").await;
+    assert_eq!(
+        listed["tools"],
+        json!(["demo-echo", "demo-sleep"]),
+        "{}",
+        script.transcript()
+    );
+
+    let echo = script.expect("echo").await;
+    assert_eq!(echo["text"], "hello", "{}", script.transcript());
+    assert!(
+        echo["meta"]["io.cancelkit/runId"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("run-")),
+        "a result names its run: {}",
+        script.transcript()
+    );
+
+    // Progress from the upstream reaches the SDK's progress callback, in order, then the result.
+    let progress = script.expect("progress").await;
+    let updates = progress["updates"].as_array().cloned().unwrap_or_default();
+    assert!(
+        updates.len() >= 2,
+        "progress notifications reach the client: {}",
+        script.transcript()
+    );
+    let values: Vec<f64> = updates
+        .iter()
+        .map(|u| u["progress"].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]) && values.iter().all(|v| *v > 0.0 && *v <= 0.5),
+        "{values:?}: {}",
+        script.transcript()
+    );
+    assert!(updates.iter().all(|u| u["total"] == 0.5), "{updates:?}");
+    assert_eq!(progress["text"], "slept 500ms", "{}", script.transcript());
+
+    // The client aborts a slow sleep once it runs upstream.
+    let stops_before = upstream.stops(gateway);
+    let aborted = script.expect("client_abort").await;
+    assert_eq!(
+        aborted["outcome"],
+        expected.abort_outcome,
+        "{}",
+        script.transcript()
+    );
+    assert!(
+        aborted["progressBeforeAbort"].as_u64() >= Some(1),
+        "{}",
+        script.transcript()
+    );
+    let aborted_id = aborted["requestId"].clone();
+    assert!(
+        aborted_id.is_number() || aborted_id.is_string(),
+        "{}",
+        script.transcript()
+    );
+    // ...the upstream tool stops...
+    wait_for_stops(upstream, gateway, stops_before + 1, Duration::from_secs(5)).await;
+    // ...and the gateway says the run was cancelled, by the client.
+    let (code, run) = status(gateway, &selector(&aborted_id)).await;
+    assert_eq!(code, 200, "status of the aborted call: {run}");
+    assert_eq!(run["cancelled"], true, "{run}");
+    assert_eq!(run["state"], "cancelled", "{run}");
+    assert_eq!(run["name"], "demo-sleep", "{run}");
+    assert_eq!(run["cancel_reason"], expected.abort_reason, "{run}");
+    let aborted_run = run["run_id"].as_str().expect("run_id").to_owned();
+    let log = plain(&gateway.stderr());
+    assert!(
+        log.contains(&format!(
+            "run cancelled run_id=\"{aborted_run}\" source=\"client\""
+        )),
+        "the gateway logs the run's cancel as the client's:\n{log}"
+    );
+    assert_eq!(cancels_total(gateway, "client").await, 1.0);
+    assert_eq!(cancels_total(gateway, "api").await, 0.0);
+    script.go().await;
+
+    // An admin cancels a slow sleep through the API: the SDK's call fails with -32800.
+    let ready = script.expect("api_cancel_ready").await;
+    let api_id = ready["requestId"].clone();
+    let (code, run) = status(gateway, &selector(&api_id)).await;
+    assert_eq!(code, 200, "status of the running call: {run}");
+    assert_eq!(run["state"], "running", "{run}");
+    assert_eq!(run["cancelled"], false, "{run}");
+    let api_run = run["run_id"].as_str().expect("run_id").to_owned();
+    let target = match expected.cancel_by {
+        CancelBy::BareId => selector(&api_id),
+        CancelBy::RunId => api_run.clone(),
+    };
+    let (code, body) = cancel(gateway, &target, "operator stop").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"], "cancelled", "{body}");
+    let cancelled = script.expect("api_cancel").await;
+    assert_eq!(cancelled["requestId"], api_id, "{}", script.transcript());
+    assert_eq!(cancelled["outcome"], "rejected", "{}", script.transcript());
+    let error = &cancelled["error"];
+    assert_eq!(error["code"], -32800, "{}", script.transcript());
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("Request cancelled")),
+        "{}",
+        script.transcript()
+    );
+    assert_eq!(error["data"]["runId"], api_run.as_str(), "{error}");
+    assert_eq!(error["data"]["partial"], false, "{error}");
+    assert_eq!(error["data"]["requestId"], api_id, "{error}");
+    assert_eq!(error["data"]["reason"], "operator stop", "{error}");
+    wait_for_stops(upstream, gateway, stops_before + 2, Duration::from_secs(5)).await;
+    let (_, run) = status(gateway, &api_run).await;
+    assert_eq!(run["state"], "cancelled", "{run}");
+    assert_eq!(run["cancel_reason"], "operator stop", "{run}");
+    assert_eq!(cancels_total(gateway, "api").await, 1.0);
+    assert_eq!(cancels_total(gateway, "client").await, 1.0);
+    script.go().await;
+
+    // The client goes on working.
+    let echo = script.expect("echo").await;
+    assert_eq!(echo["text"], "still serving", "{}", script.transcript());
+
+    // A burst of calls aborted right after they are sent, some cancels racing their calls:
+    // every run still ends (none is left running its 30 s), before the client closes (ending a
+    // 2025-11-25 session would cancel its runs anyway).
+    let burst = script.expect("abort_burst").await;
+    assert_eq!(
+        burst["outcomes"].get("completed"),
+        None,
+        "{}",
+        script.transcript()
+    );
+    let burst_ids = burst["ids"].as_array().cloned().unwrap_or_default();
+    assert!(!burst_ids.is_empty(), "{}", script.transcript());
+    wait_for_no_runs(gateway, Duration::from_secs(5)).await;
+    wait_for_idle_upstream(upstream, gateway, Duration::from_secs(5)).await;
+    script.go().await;
+
+    let report = script.finish().await;
+    upstream.check_stops(gateway);
+    check_wire(&report, era, &aborted_id, &api_id);
+    for id in &burst_ids {
+        assert_eq!(
+            report.responses_to(id),
+            Vec::<&Value>::new(),
+            "no response for an aborted call\n{}",
+            report.transcript
+        );
+    }
+    report
+}
+
+/// Waits until no run is in flight (`/health`); panics after `within`.
+pub async fn wait_for_no_runs(gateway: &Gateway, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let health: Value = client()
+            .get(gateway.url("/health"))
+            .send()
+            .await
+            .expect("health request")
+            .json()
+            .await
+            .expect("health body");
+        if health["runs_in_flight"] == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runs still in flight {within:?} after their clients aborted them: {health}\n{}",
+            plain(&gateway.stderr())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until no `sleep` runs upstream, where the upstream can tell; panics after `within`.
+pub async fn wait_for_idle_upstream(
+    upstream: &dyn UpstreamUnderTest,
+    gateway: &Gateway,
+    within: Duration,
+) {
+    let deadline = Instant::now() + within;
+    while let Some(running) = upstream.sleeps_running() {
+        if running == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{running} sleeps still run in the {} {within:?} after their runs ended:\n{}",
+            upstream.kind(),
+            upstream.log(gateway)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What crossed the wire, below the SDK.
+fn check_wire(report: &Report, era: Era, aborted_id: &Value, api_id: &Value) {
+    let all = &report.transcript;
+    // No response for the call the client aborted, on any stream.
+    assert_eq!(
+        report.responses_to(aborted_id),
+        Vec::<&Value>::new(),
+        "a call the client cancelled gets no response\n{all}"
+    );
+    let aborted_post = report.post_of(aborted_id);
+    match era {
+        Era::V2025 => {
+            // The SDK POSTed notifications/cancelled (202); the gateway then ended the call's
+            // stream without a response.
+            let notices: Vec<&Value> = report
+                .exchanges
+                .iter()
+                .filter(|e| {
+                    e["request"]["method"] == "notifications/cancelled"
+                        && e["request"]["params"]["requestId"] == *aborted_id
+                })
+                .collect();
+            assert_eq!(notices.len(), 1, "{all}");
+            let notice = notices[0];
+            assert_eq!(notice["status"], 202, "{notice}");
+            assert_eq!(aborted_post["ended"], "eof", "{aborted_post}");
+            let session = &report.exchanges[1]["session"];
+            assert!(session.is_string(), "{all}");
+            for exchange in &report.exchanges[1..] {
+                assert_eq!(exchange["session"], *session, "{exchange}");
+            }
+        }
+        Era::V2026 => {
+            // The SDK closed the call's stream (no notification: 2026-07-28 HTTP has none).
+            assert_eq!(
+                report.notifications_sent("notifications/cancelled"),
+                Vec::<&Value>::new(),
+                "{all}"
+            );
+            assert_eq!(aborted_post["ended"], "client", "{aborted_post}");
+            for exchange in &report.exchanges {
+                assert!(exchange["session"].is_null(), "no sessions: {exchange}");
+                assert_ne!(exchange["method"], "GET", "no GET stream: {exchange}");
+            }
+        }
+    }
+    // The API-cancelled call: its progress, then one response, the -32800 error, then the end.
+    let api_post = report.post_of(api_id);
+    let messages = api_post["messages"].as_array().expect("messages");
+    let (last, progress) = messages.split_last().expect("messages on the stream");
+    assert!(
+        !progress.is_empty()
+            && progress
+                .iter()
+                .all(|m| m["method"] == "notifications/progress"),
+        "{api_post}"
+    );
+    assert_eq!(last["error"]["code"], -32800, "{api_post}");
+    assert_eq!(report.responses_to(api_id).len(), 1, "{all}");
+    // Results are written in the client's era: 2026-07-28's resultType only for 2026-07-28.
+    for message in report.messages() {
+        if let Some(result) = message.get("result") {
+            assert_eq!(
+                result.get("resultType").is_some(),
+                era == Era::V2026,
+                "{message}"
+            );
+        }
+    }
+}

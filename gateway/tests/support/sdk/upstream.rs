@@ -1,0 +1,246 @@
+//! The upstream under test behind the gateway: the demo upstream on stdio, or rmcp's
+//! Streamable HTTP server with the demo's tools, its log and its check of each stop.
+
+use serde_json::Value;
+
+use super::scenarios::Era;
+use super::selector;
+use crate::support::rmcp_server::{Ended, Server};
+use crate::support::{Gateway, rmcp_server};
+
+/// The line the demo upstream writes on stderr when a `sleep` is cancelled (an upstream under
+/// test writes the same, see [`UpstreamUnderTest`]).
+pub const STOP_LINE: &str = "demo-upstream: cancelled tools/call sleep (request id ";
+
+/// The upstream behind the gateway in an SDK test. It must be named `demo` and serve the demo
+/// upstream's tools (so the gateway exposes `demo-echo` and `demo-sleep`, `sleep` reporting
+/// progress every 100 ms), and log [`STOP_LINE`] when a `sleep` is cancelled.
+pub trait UpstreamUnderTest {
+    /// For failure messages: which kind of upstream this is.
+    fn kind(&self) -> &'static str;
+    /// The `[[upstream]]` tables of the gateway's config.
+    fn config(&self) -> String;
+    /// Everything the upstream logged so far.
+    fn log(&self, gateway: &Gateway) -> String;
+
+    /// How many `sleep`s the upstream reported stopped by a cancel.
+    fn stops(&self, gateway: &Gateway) -> usize {
+        self.log(gateway).matches(STOP_LINE).count()
+    }
+
+    /// Whether the gateway reaches the upstream as it starts (and logs "upstream ready"), rather
+    /// than at its first use.
+    fn connects_at_start(&self) -> bool {
+        true
+    }
+
+    /// How many `sleep`s are running upstream now, when the upstream can tell.
+    fn sleeps_running(&self) -> Option<usize> {
+        None
+    }
+
+    /// Once the client is done: asserts that every stop reached the upstream the way the
+    /// gateway's connector should cancel (nothing to check where the upstream cannot tell).
+    fn check_stops(&self, _gateway: &Gateway) {}
+}
+
+/// The demo upstream on stdio (the gateway's own `demo-upstream` subcommand); its stderr is
+/// the gateway's.
+pub struct StdioDemo;
+
+impl UpstreamUnderTest for StdioDemo {
+    fn kind(&self) -> &'static str {
+        "stdio demo upstream"
+    }
+
+    fn config(&self) -> String {
+        "[[upstream]]\nname = \"demo\"\ncommand = \"@self\"\nargs = [\"demo-upstream\"]\n".into()
+    }
+
+    fn log(&self, gateway: &Gateway) -> String {
+        gateway.stderr()
+    }
+}
+
+/// The demo upstream over Streamable HTTP: rmcp's server in the test process on 127.0.0.1
+/// ([`Server::demo`]: `echo`, and `sleep` with the demo's progress and answer), its tap
+/// recording what the gateway sent it. Its log is rendered from what the tools did, a cancelled
+/// `sleep` as [`STOP_LINE`] with rmcp's request id, as the demo upstream logs it.
+pub struct HttpDemo {
+    server: Server,
+    era: Era,
+}
+
+impl HttpDemo {
+    /// Starts the server. At [`Era::V2026`] it speaks every revision rmcp knows, so the
+    /// gateway's connector speaks 2026-07-28 to it (no session; a call is cancelled by closing
+    /// its response stream); at [`Era::V2025`] it speaks only up to 2025-11-25, so the connector
+    /// falls back to `initialize` (a session; a call is cancelled by POSTing
+    /// `notifications/cancelled` with the connector's own id for it).
+    pub async fn start(era: Era) -> HttpDemo {
+        let server = Server::demo(match era {
+            Era::V2026 => rmcp_server::Era::Both,
+            Era::V2025 => rmcp_server::Era::Legacy,
+        })
+        .await;
+        HttpDemo { server, era }
+    }
+
+    /// The upstream's `sleep` entries that ended cancelled, in order.
+    fn stopped(&self) -> Vec<Value> {
+        self.server
+            .log
+            .all()
+            .into_iter()
+            .filter(|e| e["event"] == "cancelled")
+            .collect()
+    }
+}
+
+impl UpstreamUnderTest for HttpDemo {
+    fn connects_at_start(&self) -> bool {
+        false
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.era {
+            Era::V2026 => "Streamable HTTP demo upstream (rmcp at 2026-07-28)",
+            Era::V2025 => "Streamable HTTP demo upstream (rmcp at 2025-11-25)",
+        }
+    }
+
+    fn config(&self) -> String {
+        format!(
+            "[[upstream]]\nname = \"demo\"\nurl = \"{}\"\n",
+            self.server.url
+        )
+    }
+
+    fn log(&self, _gateway: &Gateway) -> String {
+        let mut log = String::new();
+        for entry in self.server.log.all() {
+            let id = selector(&entry["id"]);
+            let line = match entry["event"].as_str() {
+                Some("started") => {
+                    format!("demo-upstream: started tools/call sleep (request id {id})")
+                }
+                Some("finished") => {
+                    format!("demo-upstream: finished tools/call sleep (request id {id})")
+                }
+                Some("cancelled") => format!(
+                    "{STOP_LINE}{id}) after {}ms: {}",
+                    entry["after_ms"],
+                    if entry["how"] == "token" {
+                        "its cancellation token fired"
+                    } else {
+                        "its future was dropped"
+                    }
+                ),
+                _ => format!("demo-upstream: {entry}"),
+            };
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    }
+
+    fn sleeps_running(&self) -> Option<usize> {
+        let log = self.server.log.all();
+        let count = |event: &str| log.iter().filter(|e| e["event"] == event).count();
+        Some(count("started") - count("finished") - count("cancelled"))
+    }
+
+    fn check_stops(&self, gateway: &Gateway) {
+        let tap = &self.server.tap;
+        let posts = tap.posts();
+        let stopped = self.stopped();
+        let context = || {
+            let posts: Vec<String> = posts
+                .iter()
+                .map(|p| format!("{} session={:?} ended={:?}", p.body, p.session, p.ended))
+                .collect();
+            format!(
+                "the {}'s log:\n{}\nwhat it received:\n{}",
+                self.kind(),
+                self.log(gateway),
+                posts.join("\n")
+            )
+        };
+        // The client abort and the API cancel, at least (then the burst's, if any ran).
+        assert!(stopped.len() >= 2, "{}", context());
+        let notices: Vec<_> = posts
+            .iter()
+            .filter(|p| p.body["method"] == "notifications/cancelled")
+            .collect();
+        for stop in &stopped {
+            let id = &stop["id"];
+            let call = tap
+                .request(id)
+                .unwrap_or_else(|| panic!("no POST of request {id}\n{}", context()));
+            assert_eq!(call.body["method"], "tools/call", "{}", context());
+            match self.era {
+                Era::V2025 => {
+                    // notifications/cancelled with the id the connector gave the call upstream,
+                    // on the call's session (twice when the call was cancelled before rmcp
+                    // answered its POST: the first may have overtaken it); rmcp stopped the
+                    // tool on it.
+                    assert!(call.session.is_some(), "{}", context());
+                    let named: Vec<_> = notices
+                        .iter()
+                        .filter(|n| n.body["params"]["requestId"] == *id)
+                        .collect();
+                    assert!(
+                        (1..=2).contains(&named.len()),
+                        "cancels for {id}\n{}",
+                        context()
+                    );
+                    for notice in named {
+                        assert_eq!(notice.session, call.session, "{}", context());
+                    }
+                    assert_eq!(stop["how"], "token", "{}", context());
+                }
+                Era::V2026 => {
+                    // No session; the connector closed the call's response stream.
+                    assert_eq!(call.session, None, "{}", context());
+                    assert_eq!(
+                        call.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                        "2026-07-28",
+                        "{}",
+                        context()
+                    );
+                    assert_eq!(call.ended, Some(Ended::Closed), "{}", context());
+                }
+            }
+        }
+        match self.era {
+            Era::V2025 => {
+                assert_eq!(tap.count("initialize"), 1, "{}", context());
+                // Each names its cause, the gist only (not the caller's own words).
+                let reason = |stop: &Value| {
+                    notices
+                        .iter()
+                        .find(|n| n.body["params"]["requestId"] == stop["id"])
+                        .map(|n| n.body["params"]["reason"].clone())
+                        .expect("checked above")
+                };
+                assert_eq!(
+                    reason(&stopped[0]),
+                    "cancelled by the peer",
+                    "{}",
+                    context()
+                );
+                assert_eq!(
+                    reason(&stopped[1]),
+                    "cancelled through the API",
+                    "{}",
+                    context()
+                );
+            }
+            Era::V2026 => {
+                // At 2026-07-28 the closed stream is the cancel: nothing is POSTed for it.
+                assert_eq!(notices.len(), 0, "{}", context());
+                assert_eq!(tap.count("initialize"), 0, "{}", context());
+            }
+        }
+    }
+}
