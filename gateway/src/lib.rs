@@ -8,6 +8,8 @@
 //! The cancellation API ([`front::api`]) cancels runs by run id or bare JSON-RPC id; a cancel
 //! drops the upstream call, and dropping it is what tells the upstream.
 
+#![warn(missing_docs)]
+
 pub mod app;
 pub mod auth;
 pub mod calls;
