@@ -16,7 +16,7 @@ use crate::mcp_post;
 
 /// How long a test waits for what should happen promptly.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
-pub(crate) const V2026: &str = "2026-07-28";
+const V2026: &str = "2026-07-28";
 
 /// A sleep that ended early, and why.
 #[derive(Debug)]
@@ -70,7 +70,7 @@ pub(crate) fn text(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}]})
 }
 
-pub(crate) async fn call_tool(
+async fn call_tool(
     params: Value,
     cx: Context,
     tx: mpsc::UnboundedSender<Stopped>,

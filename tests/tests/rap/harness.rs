@@ -112,7 +112,7 @@ pub(crate) fn tool_server(
 }
 
 #[cancelkit::cancellable]
-pub(crate) async fn sleep_tool(args: Value, call: ToolCall) -> Result<ToolOutput, ToolError> {
+async fn sleep_tool(args: Value, call: ToolCall) -> Result<ToolOutput, ToolError> {
     tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
     Ok(ToolOutput::Text(format!("{} slept", call.tool_call_id)))
 }

@@ -15,10 +15,10 @@ use cancelkit::rap::{
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-pub(crate) const TOKEN: &str = "s3cret";
+const TOKEN: &str = "s3cret";
 
 /// Serves `router` on a fresh loopback port (with client addresses, for the rate limit).
-pub(crate) async fn serve(listener: TcpListener, router: axum::Router) {
+async fn serve(listener: TcpListener, router: axum::Router) {
     tokio::spawn(async move {
         axum::serve(
             listener,
@@ -52,7 +52,7 @@ impl Drop for StopLog {
 }
 
 #[cancellable]
-pub(crate) async fn sleep_tool(
+async fn sleep_tool(
     args: Value,
     call: ToolCall,
     stops: Stops,

@@ -67,7 +67,7 @@ impl Gates {
 }
 
 #[cancelkit::cancellable]
-pub(crate) async fn gate_tool(call: ToolCall, gates: Gates) -> Result<ToolOutput, ToolError> {
+async fn gate_tool(call: ToolCall, gates: Gates) -> Result<ToolOutput, ToolError> {
     gates.gate(&call.tool_call_id).notified().await;
     Ok(ToolOutput::Text(format!(
         "genuine result of {}",
