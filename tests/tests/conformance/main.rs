@@ -1,0 +1,109 @@
+//! The official MCP conformance suite, `@modelcontextprotocol/conformance` (pinned in
+//! tests/node/package.json, installed under target/interop/node), run as its CLI against two
+//! Streamable HTTP servers of ours:
+//!
+//! - the `mcp_server` example, started with `--http 127.0.0.1:0`;
+//! - the gateway's `/mcp` (binary `cancelkit-gateway` with its demo upstream), through a
+//!   reverse proxy here (`proxy.rs`) that adds the gateway's bearer token, which the CLI cannot
+//!   send.
+//!
+//! Both are tools-only servers, so only the scenarios that need nothing but tools run (see
+//! [`SCENARIOS`](scenarios::SCENARIOS); why each other scenario does not apply is written there
+//! too). Each runs once per revision it covers — 2025-11-25 (`initialize`, sessions) and
+//! 2026-07-28 (no handshake, `_meta` on every request) are different wires — and every check of
+//! it must pass: no check `FAILURE` (a `WARNING` is a SHOULD the suite reports but does not
+//! fail), and at least one `SUCCESS`. A check the suite cannot exercise on a tools-only server
+//! (it calls a fixture tool such as `test_logging_tool`) is listed with the reason, and not
+//! counted. A check a target fails because of a bug of its own is listed in that target's known
+//! bugs ([`GATEWAY_BUGS`]), printed on every run, and must keep failing: once it passes, the
+//! test fails until the entry is removed.
+//!
+//! The CLI needs `fs.globSync` (Node 22); tests/node/conformance_shim.mjs, preloaded with
+//! `--import`, supplies it from the pinned `glob` package on Node 20. No Node, or no npm, fails
+//! the test: it never skips.
+
+mod child;
+mod proxy;
+mod scenarios;
+mod suite;
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::child::Process;
+use crate::proxy::token_proxy;
+use crate::scenarios::GATEWAY_BUGS;
+use crate::suite::Suite;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_server_example_over_streamable_http_passes_the_conformance_suite() {
+    let suite = Suite::install();
+    let mut server = Process::start(
+        Command::new(cancelkit_tests::example("mcp_server"))
+            .args(["--http", "127.0.0.1:0"])
+            .env("RUST_LOG", "info"),
+        "the mcp_server example",
+    );
+    let line = server.wait_for_stdout("listening on ", Duration::from_secs(60));
+    let url = line["listening on ".len()..].trim().to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "expected `listening on http://<bound addr>/mcp`, got {line:?}"
+    );
+    let outcome = suite.run_all("the mcp_server example", &url, &[]).await;
+    outcome.assert_passed(&server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_mcp_endpoint_passes_the_conformance_suite() {
+    let suite = Suite::install();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = dir.path().join("gateway.toml");
+    // No jwt_secret: the gateway makes one and prints a token for `admin`, who may call tools.
+    std::fs::write(
+        &config,
+        r#"
+listen = "127.0.0.1:0"
+
+[auth.permissions]
+admin = ["admin.system_config", "tools.execute"]
+
+[[upstream]]
+name = "demo"
+command = "@self"
+args = ["demo-upstream"]
+"#,
+    )
+    .expect("write the gateway config");
+    let mut gateway = Process::start(
+        Command::new(cancelkit_tests::package_binary(
+            "cancelkit-gateway",
+            "cancelkit-gateway",
+        ))
+        .arg("--config")
+        .arg(&config)
+        .env_remove("JWT_SECRET_KEY")
+        .env_remove("REDIS_URL")
+        .env_remove("MCPGATEWAY_TOOL_CANCELLATION_ENABLED")
+        .env("RUST_LOG", "info"),
+        "the gateway",
+    );
+    let token = gateway.wait_for_stdout("admin token: ", Duration::from_secs(60))
+        ["admin token: ".len()..]
+        .trim()
+        .to_owned();
+    let listening = gateway.wait_for_stdout("listening on ", Duration::from_secs(60));
+    let base = listening["listening on ".len()..]
+        .split_whitespace()
+        .next()
+        .expect("listening on <url> (worker <id>)")
+        .to_owned();
+    gateway.wait_for_stderr("upstream ready", Duration::from_secs(60));
+
+    let proxy = token_proxy(base, token).await;
+    let url = format!("http://{proxy}/mcp");
+    let outcome = suite
+        .run_all("the gateway's /mcp", &url, GATEWAY_BUGS)
+        .await;
+    outcome.assert_passed(&gateway);
+}
