@@ -1,5 +1,5 @@
 """An MCP client on the official Python SDK (mcp 2.x, pinned in requirements.txt) against a
-cancelkit server over Streamable HTTP. Driven by tests/tests/python_sdk_http.rs, which starts
+cancelkit server over Streamable HTTP. Driven by tests/tests/python_sdk_http/, which starts
 the server (`mcp_server --http 127.0.0.1:0`) and passes its URL and the file its stderr goes to.
 
     python http_cancel_interop.py URL SERVER_LOG SCENARIO
