@@ -1,6 +1,6 @@
 // An MCP client on the official TypeScript SDK (pinned in package.json): `Client` over
 // `StreamableHTTPClientTransport` against a cancelkit server. Driven by
-// tests/tests/ts_sdk_http.rs, which starts the server (`mcp_server --http 127.0.0.1:0`) and
+// tests/tests/ts_sdk_http/, which starts the server (`mcp_server --http 127.0.0.1:0`) and
 // passes its URL and the file its stderr goes to.
 //
 //     node http_cancel.mjs URL SERVER_LOG SCENARIO
