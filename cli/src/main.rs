@@ -74,8 +74,8 @@ enum CheckCommand {
     /// unknown check), 130 on Ctrl-C (128 + N on signal N: SIGTERM, SIGHUP). The server's
     /// whole process group is stopped at the end.
     Mcp(Box<McpArgs>),
-    /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the seed's
-    /// `$/cancelRequest` and `session/cancel`.
+    /// Start CMD as a stdio ACP agent and check how it handles `$/cancel_request`, the ACP RFD
+    /// draft's `$/cancelRequest` and `session/cancel`.
     ///
     /// The --prompt turn runs once uncancelled first, to measure it; every verdict is judged
     /// against that. While a turn runs the agent's requests to the client are held; after a

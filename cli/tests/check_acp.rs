@@ -76,7 +76,7 @@ const COMMON: [(&str, &str, &str); 9] = [
     ("acp.initialize.not_cancelled", "pass", "with its result"),
 ];
 
-/// The SDK agents answer a cancelled prompt with -32800 and do not declare the seed form.
+/// The SDK agents answer a cancelled prompt with -32800 and do not declare the draft form.
 fn sdk_agent(report: &Value) {
     let mut expected = COMMON.to_vec();
     expected.extend([
@@ -91,12 +91,12 @@ fn sdk_agent(report: &Value) {
             "the cancel ended the turn: answered -32800",
         ),
         (
-            "acp.cancel_request_seed.answered_once",
+            "acp.cancel_request_draft.answered_once",
             "not_applicable",
             "did not declare",
         ),
         (
-            "acp.cancel_request_seed.keeps_serving",
+            "acp.cancel_request_draft.keeps_serving",
             "not_applicable",
             "did not declare",
         ),
@@ -114,7 +114,7 @@ fn cancelkits_example_agent_holds_every_must() {
     assert_eq!(report["target"], "acp");
     assert_eq!(report["revision"], "1");
     assert_eq!(report["verdict"], "pass");
-    // the runtime declares the seed's capability, and ends a cancelled turn with a result
+    // the runtime declares the draft's capability, and ends a cancelled turn with a result
     let declared = &report["agent"]["agentCapabilities"]["cancellation"]["request"];
     assert_eq!(declared, true, "{report:#}");
     let mut expected = COMMON.to_vec();
@@ -130,11 +130,11 @@ fn cancelkits_example_agent_holds_every_must() {
             "the cancel ended the turn: answered stopReason cancelled",
         ),
         (
-            "acp.cancel_request_seed.answered_once",
+            "acp.cancel_request_draft.answered_once",
             "pass",
             "once with a result (stopReason cancelled)",
         ),
-        ("acp.cancel_request_seed.keeps_serving", "pass", "answered"),
+        ("acp.cancel_request_draft.keeps_serving", "pass", "answered"),
     ]);
     expect(&report, &expected);
     let table = String::from_utf8_lossy(&output.stdout);
@@ -225,11 +225,11 @@ fn a_broken_agent_fails_exactly_its_faults() {
             ),
             ("acp.cancel_request.keeps_serving", "pass", "answered"),
             (
-                "acp.cancel_request_seed.answered_once",
+                "acp.cancel_request_draft.answered_once",
                 "fail",
                 "error -32603",
             ),
-            ("acp.cancel_request_seed.keeps_serving", "pass", "answered"),
+            ("acp.cancel_request_draft.keeps_serving", "pass", "answered"),
             (
                 "acp.session_cancel.stop_reason",
                 "fail",

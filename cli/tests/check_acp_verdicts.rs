@@ -141,14 +141,14 @@ fn a_request_left_behind_by_one_turn_is_not_counted_in_the_next() {
     assert!(detail.contains(&format!("\"perm-{id}\"")), "{id}: {detail}");
 }
 
-/// The seed form makes cancelling a MUST for an agent that declares it: one that declares
+/// The draft form makes cancelling a MUST for an agent that declares it: one that declares
 /// `cancellation.request` and ignores `$/cancelRequest` fails, although it answers once.
 #[test]
-fn a_declared_seed_cancel_without_effect_fails() {
+fn a_declared_draft_cancel_without_effect_fails() {
     let options = ["--timeout", "1", "--prompt", "ask", "--musts-only"];
-    let (output, report) = check(&options, &["--declare-seed"]);
+    let (output, report) = check(&options, &["--declare-draft"]);
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
-    let (result, detail, _) = outcome(&report, "acp.cancel_request_seed.answered_once");
+    let (result, detail, _) = outcome(&report, "acp.cancel_request_draft.answered_once");
     assert_eq!(result, "fail", "{detail}");
     assert!(
         detail.contains("declared cancellation.request, but the cancel had no effect"),
@@ -158,6 +158,41 @@ fn a_declared_seed_cancel_without_effect_fails() {
     assert_eq!(
         outcome(&report, "acp.cancel_request.answered_once").0,
         "pass"
+    );
+}
+
+/// A baseline written while the draft form's checks were `acp.cancel_request_seed.*` still
+/// works: the old id stands for the check's current one.
+#[test]
+fn a_baseline_may_name_a_draft_check_by_its_old_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline.yml");
+    std::fs::write(
+        &baseline,
+        "acp:\n  - acp.cancel_request_seed.answered_once\n",
+    )
+    .unwrap();
+    let baseline = baseline.to_str().unwrap();
+    let options = [
+        "--timeout",
+        "1",
+        "--prompt",
+        "ask",
+        "--musts-only",
+        "--baseline",
+        baseline,
+    ];
+    let (output, report) = check(&options, &["--declare-draft"]);
+    assert_eq!(output.status.code(), Some(0), "{}", explain(&output));
+    let checks = report["checks"].as_array().unwrap();
+    let draft = checks
+        .iter()
+        .find(|c| c["id"] == "acp.cancel_request_draft.answered_once")
+        .unwrap();
+    assert_eq!(
+        (&draft["result"], &draft["baseline"]),
+        (&Value::from("fail"), &Value::from("expected_failure")),
+        "{report:#}"
     );
 }
 

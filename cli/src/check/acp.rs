@@ -1,5 +1,5 @@
 //! The ACP cancellation scenarios of `cancelkit check acp`, each yielding checks with a stable
-//! id. The check plays an ACP client: `initialize` (protocol version 1, declaring the seed's
+//! id. The check plays an ACP client: `initialize` (protocol version 1, declaring the draft's
 //! `cancellation: {request: true}`), `session/new`, the `--prompt` turn once uncancelled to
 //! measure it ([`acp_calibrate`]), then the same turn cancelled in each way
 //! ACP allows ([`acp_request`], [`acp_turn`]).
@@ -91,9 +91,9 @@ pub async fn run(options: &AcpOptions, command: &[OsString]) -> Result<Report, U
     let turn = &turn;
     // each scenario prompts in the session the previous one's liveness check created
     let mut session = Some(session);
-    for seed in [false, true] {
+    for draft in [false, true] {
         session =
-            acp_request::cancel_request(&mut s, options, turn, session, seed, &mut checks).await;
+            acp_request::cancel_request(&mut s, options, turn, session, draft, &mut checks).await;
     }
     let session = acp_turn::session_cancel(&mut s, options, turn, session, &mut checks).await;
     acp_ignore::ignored(&mut s, session.is_some(), &mut checks).await;

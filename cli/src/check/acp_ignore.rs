@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::acp::check;
-use super::acp_session::{AcpSession, CANCEL_REQUEST, CANCEL_REQUEST_SEED, initialize_params};
+use super::acp_session::{AcpSession, CANCEL_REQUEST, CANCEL_REQUEST_DRAFT, initialize_params};
 use super::pass_if;
 use super::{Check, Evidence, Outcome, Unreachable, Word};
 
@@ -34,7 +34,7 @@ pub async fn ignored(s: &mut AcpSession, serving: bool, checks: &mut Vec<Check>)
             done_ev.got(&frame);
             vec![
                 (CANCEL_REQUEST, json!({"requestId": done})),
-                (CANCEL_REQUEST_SEED, json!({"id": done})),
+                (CANCEL_REQUEST_DRAFT, json!({"id": done})),
             ]
         }
         None => vec![],
@@ -45,7 +45,7 @@ pub async fn ignored(s: &mut AcpSession, serving: bool, checks: &mut Vec<Check>)
             json!({"requestId": "cancelkit-check-never-sent"}),
         ),
         (
-            CANCEL_REQUEST_SEED,
+            CANCEL_REQUEST_DRAFT,
             json!({"id": "cancelkit-check-never-sent"}),
         ),
     ];
@@ -53,7 +53,7 @@ pub async fn ignored(s: &mut AcpSession, serving: bool, checks: &mut Vec<Check>)
         (CANCEL_REQUEST, json!({})),
         (CANCEL_REQUEST, json!({"requestId": {}})),
         (CANCEL_REQUEST, json!({"requestId": true})),
-        (CANCEL_REQUEST_SEED, json!({})),
+        (CANCEL_REQUEST_DRAFT, json!({})),
     ];
     let cases = [
         ("acp.ignore.unknown_id", unknown, Evidence::default()),

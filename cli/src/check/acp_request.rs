@@ -1,12 +1,12 @@
-//! `acp.cancel_request.*` and `acp.cancel_request_seed.*`: a running prompt turn cancelled by
-//! id, with the shipped `$/cancel_request {requestId}` or the seed's `$/cancelRequest {id}`.
+//! `acp.cancel_request.*` and `acp.cancel_request_draft.*`: a running prompt turn cancelled by
+//! id, with the shipped `$/cancel_request {requestId}` or the draft's `$/cancelRequest {id}`.
 //!
 //! ACP v1 lets a receiver ignore `$/cancel_request`, as long as the request is still answered
 //! once, with a result or -32800; so `answered_once` (MUST) asks exactly that, and `honoured`
 //! (MAY) says what the agent did with the cancel, judged against the uncancelled turn: an
 //! answer -32800 or `stopReason: "cancelled"`, or one that came sooner than the turn ends by
 //! itself (for a turn that asks the client something: while the client still held that
-//! request). The seed form is a MUST for an agent that declared `cancellation.request`, so
+//! request). The draft form is a MUST for an agent that declared `cancellation.request`, so
 //! there the cancel must have had its effect for `answered_once` to pass.
 
 use std::time::Instant;
@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 
 use super::acp::{self, AcpOptions, KEEPS_SERVING, QUIET, Running, check, not_applicable};
 use super::acp_calibrate::Turn;
-use super::acp_session::{AcpSession, Answering, CANCEL_REQUEST, CANCEL_REQUEST_SEED, Reply};
+use super::acp_session::{AcpSession, Answering, CANCEL_REQUEST, CANCEL_REQUEST_DRAFT, Reply};
 use super::ms;
 use super::{Check, Evidence, Outcome, Word};
 
 const ANSWERED_ONCE: &str = "ACP 1a ($/cancel_request, shipped v1): the receiver MUST answer the cancelled request with a valid result or error -32800; JSON-RPC 2.0: exactly one response per request";
 const HONOURED: &str = "ACP 1a: on $/cancel_request the receiver MAY cancel the request and its nested activity; '$/' notifications may be ignored";
-const SEED_ANSWERED: &str = "ACP 1b (seed $/cancelRequest): a recipient that declared cancellation.request MUST cancel and answer with -32800 or a valid (partial) result";
+const DRAFT_ANSWERED: &str = "ACP 1b (draft $/cancelRequest): a recipient that declared cancellation.request MUST cancel and answer with -32800 or a valid (partial) result";
 
 /// What came of one cancelled prompt.
 struct Answered {
@@ -39,20 +39,20 @@ struct Answered {
 }
 
 /// Runs the scenario: `acp.cancel_request.{answered_once,honoured,keeps_serving}`, or with
-/// `seed` `acp.cancel_request_seed.{answered_once,keeps_serving}` (only when the agent declared
-/// the seed form). Returns the session to use next.
+/// `draft` `acp.cancel_request_draft.{answered_once,keeps_serving}` (only when the agent declared
+/// the draft form). Returns the session to use next.
 pub async fn cancel_request(
     s: &mut AcpSession,
     options: &AcpOptions,
     turn: &Result<Turn, String>,
     session: Option<String>,
-    seed: bool,
+    draft: bool,
     checks: &mut Vec<Check>,
 ) -> Option<String> {
-    let (answered_id, serving_id) = if seed {
+    let (answered_id, serving_id) = if draft {
         (
-            "acp.cancel_request_seed.answered_once",
-            "acp.cancel_request_seed.keeps_serving",
+            "acp.cancel_request_draft.answered_once",
+            "acp.cancel_request_draft.keeps_serving",
         )
     } else {
         (
@@ -63,12 +63,12 @@ pub async fn cancel_request(
     let mut ids = vec![(
         answered_id,
         Word::Must,
-        if seed { SEED_ANSWERED } else { ANSWERED_ONCE },
+        if draft { DRAFT_ANSWERED } else { ANSWERED_ONCE },
     )];
-    if !seed {
+    if !draft {
         ids.push(("acp.cancel_request.honoured", Word::May, HONOURED));
     }
-    let why = match (seed && !s.declares_seed_cancel(), &session, turn) {
+    let why = match (draft && !s.declares_draft_cancel(), &session, turn) {
         (true, _, _) => Some(
             "the agent did not declare agentCapabilities.cancellation.request: true".to_owned(),
         ),
@@ -99,8 +99,8 @@ pub async fn cancel_request(
             return acp::keeps_serving(s, serving_id, checks).await;
         }
     };
-    let (method, params) = if seed {
-        (CANCEL_REQUEST_SEED, json!({"id": run.id}))
+    let (method, params) = if draft {
+        (CANCEL_REQUEST_DRAFT, json!({"id": run.id}))
     } else {
         (CANCEL_REQUEST, json!({"requestId": run.id}))
     };
@@ -109,8 +109,8 @@ pub async fn cancel_request(
     let cancelled = Instant::now();
     let answered = follow(s, options, turn, run, cancelled, &mut ev).await;
     let (once, honoured) = judge(turn, &answered, cancelled, &mut ev);
-    // the seed form makes cancelling a MUST for an agent that declared it
-    let once = if seed && once.0 == Outcome::Pass && honoured.0 != Outcome::Pass {
+    // the draft form makes cancelling a MUST for an agent that declared it
+    let once = if draft && once.0 == Outcome::Pass && honoured.0 != Outcome::Pass {
         let detail = format!(
             "the agent declared cancellation.request, but the cancel had no effect: {}",
             honoured.1
@@ -127,7 +127,7 @@ pub async fn cancel_request(
         once.1,
         ev.clone(),
     ));
-    if !seed {
+    if !draft {
         checks.push(check(
             ids[1].0, ids[1].1, ids[1].2, honoured.0, honoured.1, ev,
         ));

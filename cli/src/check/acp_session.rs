@@ -21,8 +21,8 @@ use super::{Evidence, Unreachable, shown};
 pub const PROTOCOL_VERSION: u64 = 1;
 /// The shipped per-request cancel.
 pub const CANCEL_REQUEST: &str = "$/cancel_request";
-/// The seed's per-request cancel.
-pub const CANCEL_REQUEST_SEED: &str = "$/cancelRequest";
+/// The draft's per-request cancel.
+pub const CANCEL_REQUEST_DRAFT: &str = "$/cancelRequest";
 /// How often a wait looks at the agent's other frames.
 const POLL: Duration = Duration::from_millis(20);
 /// At most this many unrouted frames (responses nobody waited for, notifications) are kept.
@@ -120,7 +120,7 @@ pub struct AcpSession {
     next_id: u64,
 }
 
-/// The client's side of `initialize`: protocol version 1, the seed's cancellation capability,
+/// The client's side of `initialize`: protocol version 1, the draft's cancellation capability,
 /// no file system and no terminal.
 pub fn initialize_params() -> Value {
     json!({
@@ -175,8 +175,8 @@ impl AcpSession {
         Ok(s)
     }
 
-    /// Whether the agent declared the seed's `cancellation.request` in its capabilities.
-    pub fn declares_seed_cancel(&self) -> bool {
+    /// Whether the agent declared the draft's `cancellation.request` in its capabilities.
+    pub fn declares_draft_cancel(&self) -> bool {
         self.init["agentCapabilities"]["cancellation"]["request"] == json!(true)
     }
 
@@ -334,7 +334,7 @@ impl AcpSession {
                         }
                     }
                 }
-                (Some(CANCEL_REQUEST | CANCEL_REQUEST_SEED), None) => {
+                (Some(CANCEL_REQUEST | CANCEL_REQUEST_DRAFT), None) => {
                     ev.got(&frame);
                     let params = &frame["params"];
                     let named = params.get("requestId").or_else(|| params.get("id"));

@@ -25,7 +25,8 @@
 //!
 //! Stricter than the suite: an entry that names no check of the run, or a key other than `mcp`
 //! and `acp`, is an error (exit 2), so a typo cannot hide a failure. Entries are whole check
-//! ids; there are no whole-scenario entries.
+//! ids; there are no whole-scenario entries. A check id that was renamed may still be listed by
+//! its old name (see [`RENAMED`]); it stands for the check's current id.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,28 @@ use super::{Outcome, Report};
 
 /// The targets a baseline file may list checks for.
 const TARGETS: [&str; 2] = ["mcp", "acp"];
+
+/// Check ids that were renamed, as (old, current): a baseline written before the rename still
+/// works. The ACP RFD draft's `$/cancelRequest` checks were `acp.cancel_request_seed.*` until
+/// they took the runtime's and the schema's name for that form, "draft".
+pub const RENAMED: [(&str, &str); 2] = [
+    (
+        "acp.cancel_request_seed.answered_once",
+        "acp.cancel_request_draft.answered_once",
+    ),
+    (
+        "acp.cancel_request_seed.keeps_serving",
+        "acp.cancel_request_draft.keeps_serving",
+    ),
+];
+
+/// The current id of the check once called `id` (`id` itself when it was never renamed).
+pub fn current_id(id: &str) -> &str {
+    RENAMED
+        .iter()
+        .find(|(old, _)| *old == id)
+        .map_or(id, |(_, current)| current)
+}
 
 /// The expected failures of one target, as read from a baseline file.
 #[derive(Debug, Clone)]
@@ -194,7 +217,7 @@ pub fn parse(text: &str, target: &str) -> Result<Vec<String>, String> {
         };
         for (n, entry) in entries.iter().enumerate() {
             let id = match entry {
-                Yaml::String(id) if !id.trim().is_empty() => id.trim(),
+                Yaml::String(id) if !id.trim().is_empty() => current_id(id.trim()),
                 Yaml::Hash(_) => {
                     return Err(format!(
                         "entry {} under `{key}` is a mapping, not a check id (is there a space \
@@ -244,6 +267,18 @@ mod tests {
         assert_eq!(parse(text, "acp").unwrap(), ["acp.c"]);
         assert!(parse("", "mcp").unwrap().is_empty());
         assert!(parse("# nothing yet\nmcp:\n", "mcp").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_renamed_check_is_still_read_under_its_old_id() {
+        let text = "acp:\n  - acp.cancel_request_seed.answered_once\n  - acp.cancel_request_draft.answered_once\n  - acp.cancel_request_seed.keeps_serving\n";
+        assert_eq!(
+            parse(text, "acp").unwrap(),
+            [
+                "acp.cancel_request_draft.answered_once",
+                "acp.cancel_request_draft.keeps_serving"
+            ]
+        );
     }
 
     #[test]
