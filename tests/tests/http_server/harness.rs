@@ -50,8 +50,8 @@ impl Server {
 
 pub(crate) struct StopGuard {
     pub(crate) seconds: f64,
-    pub(crate) done: bool,
-    pub(crate) tx: mpsc::UnboundedSender<Stopped>,
+    done: bool,
+    tx: mpsc::UnboundedSender<Stopped>,
 }
 
 impl Drop for StopGuard {
@@ -131,7 +131,7 @@ async fn call_tool(
 
 /// The user an authentication layer in front of the server names (here: the `x-user` header).
 #[derive(Clone, Debug)]
-pub(crate) struct User(String);
+struct User(String);
 
 /// The layer: puts the [`User`] of `x-user` in the request's extensions.
 pub(crate) async fn authenticate(

@@ -30,13 +30,13 @@ async fn serve(listener: TcpListener, router: axum::Router) {
 }
 
 /// What the tool server's `sleep` tool saw when it stopped early: (tool call id, reason).
-pub(crate) type Stops = Arc<Mutex<Vec<(String, String)>>>;
+type Stops = Arc<Mutex<Vec<(String, String)>>>;
 
 /// Records why a `sleep` call stopped, if it stopped before its end.
 pub(crate) struct StopLog {
     pub(crate) stops: Stops,
     pub(crate) id: String,
-    pub(crate) done: bool,
+    done: bool,
 }
 
 impl Drop for StopLog {
@@ -52,11 +52,7 @@ impl Drop for StopLog {
 }
 
 #[cancellable]
-async fn sleep_tool(
-    args: Value,
-    call: ToolCall,
-    stops: Stops,
-) -> Result<ToolOutput, ToolError> {
+async fn sleep_tool(args: Value, call: ToolCall, stops: Stops) -> Result<ToolOutput, ToolError> {
     let mut log = StopLog {
         stops,
         id: call.tool_call_id.clone(),
@@ -80,7 +76,7 @@ pub(crate) struct Rig {
     pub(crate) invoker: Invoker,
     pub(crate) stops: Stops,
     /// The `callback_url` each invocation carried, by tool call id, as the tool server got it.
-    pub(crate) callbacks: Arc<Mutex<HashMap<String, String>>>,
+    callbacks: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// A real tool server (`echo`, `sleep`) and an invoker whose callback route is served on

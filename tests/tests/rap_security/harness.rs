@@ -52,7 +52,7 @@ pub(crate) async fn until(what: &str, mut check: impl FnMut() -> bool) {
 pub(crate) struct Gates(Arc<Mutex<HashMap<String, Arc<Notify>>>>);
 
 impl Gates {
-    pub(crate) fn gate(&self, id: &str) -> Arc<Notify> {
+    fn gate(&self, id: &str) -> Arc<Notify> {
         self.0
             .lock()
             .unwrap()
@@ -116,7 +116,7 @@ pub(crate) struct Rig {
     pub(crate) target: ToolServerTarget,
     pub(crate) invoker: Invoker,
     pub(crate) gates: Gates,
-    pub(crate) callbacks: Arc<Mutex<HashMap<String, String>>>,
+    callbacks: Arc<Mutex<HashMap<String, String>>>,
 }
 
 pub(crate) async fn rig() -> Rig {

@@ -19,7 +19,7 @@ pub(crate) const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabil
 #[derive(Clone, Default)]
 pub(crate) struct Tap {
     pub(crate) to_server: Arc<Mutex<Vec<Value>>>,
-    pub(crate) to_client: Arc<Mutex<Vec<Value>>>,
+    to_client: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Tap {
@@ -27,7 +27,7 @@ impl Tap {
         self.to_server.lock().unwrap().clone()
     }
 
-    pub(crate) fn to_client(&self) -> Vec<Value> {
+    fn to_client(&self) -> Vec<Value> {
         self.to_client.lock().unwrap().clone()
     }
 
