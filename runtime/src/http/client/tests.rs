@@ -1,5 +1,5 @@
 //! Unit tests of the client's pure parts; the behaviour against servers is tested in
-//! `tests/tests/http_client.rs`.
+//! `tests/tests/http_client/`.
 
 use std::time::Duration;
 
