@@ -1,22 +1,27 @@
-//! Who may reach a tool server's endpoints: the per-client rate limit, the bearer token and
-//! the body limit, and how clients are told apart.
+//! Who may reach a tool server's endpoints, as route layers on `/invoke` and
+//! `/cancel_tool_call`: the per-client rate limit (429), the bearer token (401) and the body
+//! limit (413), in that order; and how clients are told apart.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderName, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use governor::DefaultKeyedRateLimiter;
+use axum::routing::MethodRouter;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{ClientKey, Inner};
+use super::ClientKey;
 
-/// Who sent a request, as far as the server tells clients apart.
+/// Who sent a request, as far as the server tells clients apart: a request extension, set by
+/// the client layer (see [`Admission::guard`]) on the routes that know their clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Client {
     /// One IPv4 address, or one IPv6 /64.
@@ -28,16 +33,16 @@ pub(super) enum Client {
 /// The limiter sweeps out clients whose budget is full again every this many requests...
 const PRUNE_EVERY_CHECKS: u64 = 1024;
 /// ...and on the first request after this long without a sweep.
-pub(super) const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
+const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The expected bearer token, kept as a SHA-256 digest so that comparing it with what a client
 /// sent takes the same time whatever the client sent.
-pub(super) struct Bearer {
+struct Bearer {
     digest: [u8; 32],
 }
 
 impl Bearer {
-    pub(super) fn new(token: &str) -> Self {
+    fn new(token: &str) -> Self {
         Bearer {
             digest: Sha256::digest(token.as_bytes()).into(),
         }
@@ -45,7 +50,7 @@ impl Bearer {
 
     /// Whether an `Authorization` header value carries the token. The scheme is not secret and
     /// is checked first; the token part is hashed and the digests compared in constant time.
-    pub(super) fn accepts(&self, authorization: Option<&[u8]>) -> bool {
+    fn accepts(&self, authorization: Option<&[u8]>) -> bool {
         const SCHEME: &[u8] = b"Bearer ";
         let Some(value) = authorization else {
             return false;
@@ -59,10 +64,10 @@ impl Bearer {
 }
 
 /// Tells clients apart by the configured [`ClientKey`].
-pub(super) struct Clients {
-    pub(super) key: ClientKey,
+struct Clients {
+    key: ClientKey,
     /// Whether the first request without a client key has been logged as an error.
-    pub(super) reported_missing_key: AtomicBool,
+    reported_missing_key: AtomicBool,
 }
 
 impl Clients {
@@ -96,16 +101,26 @@ impl Clients {
 }
 
 /// The per-client rate limit, and when to sweep it.
-pub(super) struct Limiter {
-    pub(super) keyed: DefaultKeyedRateLimiter<Client>,
-    pub(super) started: Instant,
+struct Limiter {
+    keyed: DefaultKeyedRateLimiter<Client>,
+    started: Instant,
     /// Requests checked so far (every [`PRUNE_EVERY_CHECKS`]-th sweeps).
-    pub(super) checks: AtomicU64,
+    checks: AtomicU64,
     /// When the next timed sweep is due, in milliseconds since `started`.
-    pub(super) next_prune_ms: AtomicU64,
+    next_prune_ms: AtomicU64,
 }
 
 impl Limiter {
+    /// `per_second` requests a second per client, in bursts of up to `burst`.
+    fn new(per_second: NonZeroU32, burst: NonZeroU32) -> Self {
+        Limiter {
+            keyed: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
+            started: Instant::now(),
+            checks: AtomicU64::new(0),
+            next_prune_ms: AtomicU64::new(PRUNE_INTERVAL.as_millis() as u64),
+        }
+    }
+
     /// Spends one request of `client`'s budget; sweeps forgotten clients now and then.
     fn admit(&self, client: Client) -> bool {
         let admitted = self.keyed.check_key(&client).is_ok();
@@ -151,59 +166,120 @@ fn bucket_of(address: IpAddr) -> IpAddr {
     }
 }
 
-/// A request the server admitted: who sent it (when the server needed to know) and its body.
-pub(super) struct Admitted {
-    /// The client, when the rate limit or `need_client` asked for it.
-    pub(super) client: Option<Client>,
-    /// The whole body, within the body limit.
-    pub(super) body: Bytes,
+/// The policy in front of `/invoke` and `/cancel_tool_call`, put on their routes as layers by
+/// [`guard`](Self::guard). `/.well-known/rap-toolset` is open: it has none of them.
+pub(super) struct Admission {
+    gate: Arc<Gate>,
+    bearer: Option<Arc<Bearer>>,
+    body_limit: usize,
 }
 
-impl Inner {
-    /// The rate limit, then authentication, then the body. The limit comes first so that
-    /// every attempt, a wrong token included, spends the client's budget: token guessing is
-    /// throttled, and a throttled client learns nothing about its token (429 either way).
-    ///
-    /// The client is identified when the rate limit is on or `need_client` (a per-client
-    /// share of running calls); a request that cannot be placed is refused with 500.
-    pub(super) async fn admit(
-        &self,
-        request: Request,
-        need_client: bool,
-    ) -> Result<Admitted, Response> {
-        let client = if self.limiter.is_some() || need_client {
-            let Some(client) = self.clients.of(&request) else {
-                return Err((
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    axum::Json(json!({
-                        "error": "the server cannot identify the client for its rate limit"
-                    })),
-                )
-                    .into_response());
-            };
-            Some(client)
-        } else {
-            None
+/// The client layer's state: who sent a request, and each client's budget of requests.
+struct Gate {
+    clients: Clients,
+    limiter: Option<Limiter>,
+}
+
+impl Admission {
+    /// The policy of a [`ToolServerBuilder`](super::ToolServerBuilder): its rate limit
+    /// (`(per_second, burst)`, or none), client key, bearer token and body limit.
+    pub(super) fn new(
+        rate: Option<(NonZeroU32, NonZeroU32)>,
+        key: ClientKey,
+        bearer_token: Option<&str>,
+        body_limit: usize,
+    ) -> Self {
+        let clients = Clients {
+            key,
+            reported_missing_key: AtomicBool::new(false),
         };
-        if let (Some(limiter), Some(client)) = (&self.limiter, client)
-            && !limiter.admit(client)
-        {
-            return Err(StatusCode::TOO_MANY_REQUESTS.into_response());
+        let limiter = rate.map(|(per_second, burst)| Limiter::new(per_second, burst));
+        Admission {
+            gate: Arc::new(Gate { clients, limiter }),
+            bearer: bearer_token.map(|token| Arc::new(Bearer::new(token))),
+            body_limit,
         }
-        if let Some(bearer) = &self.bearer {
-            let given = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .map(|v| v.as_bytes());
-            if !bearer.accepts(given) {
-                return Err(StatusCode::UNAUTHORIZED.into_response());
-            }
-        }
-        let body = axum::body::to_bytes(request.into_body(), self.body_limit)
-            .await
-            .map_err(|_| StatusCode::PAYLOAD_TOO_LARGE.into_response())?;
-        Ok(Admitted { client, body })
     }
+
+    /// `route` behind the rate limit, then the bearer check, then the body limit. The limit
+    /// comes first so that every attempt, a wrong token included, spends the client's budget:
+    /// token guessing is throttled, and a throttled client learns nothing about its token
+    /// (429 either way). The body is read last, so a client without the token cannot make the
+    /// server read anything.
+    ///
+    /// The client is identified (and put in the request's extensions as a [`Client`]) when
+    /// the rate limit is on or `need_client` (a per-client share of running calls); a request
+    /// that cannot be placed is refused with 500. A handler behind the guard gets the whole
+    /// body, within the limit, as its `Bytes`. Route layers only: a wrong method is still 405.
+    pub(super) fn guard<S>(&self, route: MethodRouter<S>, need_client: bool) -> MethodRouter<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        // The layer added last runs first.
+        let mut route = route
+            // The body layer has buffered the body within its own limit already.
+            .route_layer(DefaultBodyLimit::disable())
+            .route_layer(from_fn_with_state(self.body_limit, limit_body));
+        if let Some(bearer) = &self.bearer {
+            route = route.route_layer(from_fn_with_state(Arc::clone(bearer), require_bearer));
+        }
+        if self.gate.limiter.is_some() || need_client {
+            route = route.route_layer(from_fn_with_state(Arc::clone(&self.gate), limit_rate));
+        }
+        route
+    }
+
+    /// How many clients the rate limiter remembers (0 without a rate limit).
+    pub(super) fn rate_limited_clients(&self) -> usize {
+        self.gate.limiter.as_ref().map_or(0, |l| l.keyed.len())
+    }
+}
+
+/// The client layer: identifies the client (500 if it cannot), spends one request of its
+/// budget (429 when there is none left) and hands the [`Client`] on as an extension.
+async fn limit_rate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+    let Some(client) = gate.clients.of(&request) else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({
+                "error": "the server cannot identify the client for its rate limit"
+            })),
+        )
+            .into_response();
+    };
+    if let Some(limiter) = &gate.limiter
+        && !limiter.admit(client)
+    {
+        return StatusCode::TOO_MANY_REQUESTS.into_response();
+    }
+    request.extensions_mut().insert(client);
+    next.run(request).await
+}
+
+/// The bearer layer: 401 unless `Authorization` carries the token.
+async fn require_bearer(
+    State(bearer): State<Arc<Bearer>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    if !bearer.accepts(given) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    next.run(request).await
+}
+
+/// The body layer: reads the whole body, 413 beyond `limit` bytes (whether or not the request
+/// declared its length), and hands it on buffered.
+async fn limit_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    next.run(Request::from_parts(parts, body.into())).await
 }
 
 #[cfg(test)]

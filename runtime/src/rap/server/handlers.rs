@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cancelkit_protocol::rap::{ToolCancellation, ToolInvocation};
@@ -12,6 +12,7 @@ use futures_util::FutureExt;
 use reqwest::Url;
 use serde_json::{Value, json};
 
+use super::admission::Client;
 use super::running::{CancelOutcome, Refusal};
 use super::{Inner, ToolCall, ToolError, ToolOutput};
 use crate::rap::{MAX_CALLBACK_URL_LEN, MAX_ID_LEN, shown, valid_id};
@@ -85,12 +86,14 @@ fn refused(refusal: Refusal) -> Response {
     response
 }
 
-pub(super) async fn invoke(State(inner): State<Arc<Inner>>, request: Request) -> Response {
-    let admitted = match inner.admit(request, inner.running.needs_client()).await {
-        Ok(admitted) => admitted,
-        Err(response) => return response,
-    };
-    let invocation: ToolInvocation = match serde_json::from_slice(&admitted.body) {
+/// `POST /invoke`, behind the server's layers: `client` is who sent it (when the server tells
+/// clients apart), `body` the whole body within the limit.
+pub(super) async fn invoke(
+    State(inner): State<Arc<Inner>>,
+    client: Option<Extension<Client>>,
+    body: Bytes,
+) -> Response {
+    let invocation: ToolInvocation = match serde_json::from_slice(&body) {
         Ok(invocation) => invocation,
         Err(e) => return bad_request(format!("not a tool invocation: {e}")),
     };
@@ -115,7 +118,11 @@ pub(super) async fn invoke(State(inner): State<Arc<Inner>>, request: Request) ->
     };
     let key = (invocation.group_id.clone(), invocation.id.clone());
     let (scope, canceller) = Scope::root();
-    let mut slot = match inner.running.start(key.clone(), admitted.client, canceller) {
+    let mut slot = match inner.running.start(
+        key.clone(),
+        client.map(|Extension(client)| client),
+        canceller,
+    ) {
         Ok(slot) => slot,
         Err(refusal) => {
             if refusal != Refusal::Duplicate {
@@ -196,14 +203,8 @@ async fn deliver(
     }
 }
 
-pub(super) async fn cancel_tool_call(
-    State(inner): State<Arc<Inner>>,
-    request: Request,
-) -> Response {
-    let body = match inner.admit(request, false).await {
-        Ok(admitted) => admitted.body,
-        Err(response) => return response,
-    };
+/// `POST /cancel_tool_call`, behind the server's layers.
+pub(super) async fn cancel_tool_call(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
     // From here on the answer is always the same empty 200: it never tells whether the call
     // was known, unknown, finished or already cancelled.
     match serde_json::from_slice::<ToolCancellation>(&body) {
@@ -231,6 +232,7 @@ pub(super) async fn cancel_tool_call(
         .expect("a static response builds")
 }
 
+/// `GET /.well-known/rap-toolset`: the operations, open to anyone.
 pub(super) async fn toolset(State(inner): State<Arc<Inner>>) -> Response {
     let tools: Vec<Value> = inner
         .operations

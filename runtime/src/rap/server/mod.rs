@@ -4,21 +4,21 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::http::HeaderName;
 use axum::routing::{get, post};
-use governor::{Quota, RateLimiter};
 use reqwest::Url;
 use serde_json::Value;
 
 mod admission;
 mod handlers;
 mod running;
+#[cfg(test)]
+mod tests;
 mod tool;
 
-use admission::{Bearer, Clients, Limiter, PRUNE_INTERVAL};
+use admission::Admission;
 use running::Running;
 use tool::{Handler, Operation};
 pub use tool::{ToolCall, ToolError, ToolOutput};
@@ -252,12 +252,6 @@ impl ToolServerBuilder {
 
     /// Builds the server.
     pub fn build(self) -> ToolServer {
-        let limiter = self.rate.map(|(per_second, burst)| Limiter {
-            keyed: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
-            started: Instant::now(),
-            checks: AtomicU64::new(0),
-            next_prune_ms: AtomicU64::new(PRUNE_INTERVAL.as_millis() as u64),
-        });
         if self.callback_origins.is_empty() {
             tracing::warn!(
                 server = ?self.name,
@@ -274,14 +268,13 @@ impl ToolServerBuilder {
             inner: Arc::new(Inner {
                 name: self.name,
                 operations: self.operations,
-                bearer: self.bearer_token.as_deref().map(Bearer::new),
-                limiter,
-                clients: Clients {
-                    key: self.client_key,
-                    reported_missing_key: AtomicBool::new(false),
-                },
+                admission: Admission::new(
+                    self.rate,
+                    self.client_key,
+                    self.bearer_token.as_deref(),
+                    self.body_limit,
+                ),
                 callback_origins: self.callback_origins,
-                body_limit: self.body_limit,
                 http,
                 running: Arc::new(Running::new(self.max_running, self.max_running_per_client)),
             }),
@@ -311,11 +304,10 @@ impl std::fmt::Debug for ToolServer {
 struct Inner {
     name: String,
     operations: BTreeMap<String, Operation>,
-    bearer: Option<Bearer>,
-    limiter: Option<Limiter>,
-    clients: Clients,
+    /// The rate limit, bearer check and body limit in front of `/invoke` and
+    /// `/cancel_tool_call`.
+    admission: Admission,
     callback_origins: Vec<Origin>,
-    body_limit: usize,
     http: reqwest::Client,
     /// The running calls and their bounded places.
     running: Arc<Running>,
@@ -349,10 +341,20 @@ impl ToolServer {
     }
 
     /// `POST /invoke`, `POST /cancel_tool_call` and `GET /.well-known/rap-toolset`.
+    ///
+    /// The two `POST` routes sit behind layers, in this order: the per-client
+    /// [rate limit](ToolServerBuilder::rate_limit) (429), the
+    /// [bearer token](ToolServerBuilder::bearer_token) (401) and the
+    /// [body limit](ToolServerBuilder::body_limit) (413). The toolset is open.
     pub fn router(&self) -> axum::Router {
+        let admission = &self.inner.admission;
+        let share = self.inner.running.needs_client();
         axum::Router::new()
-            .route("/invoke", post(handlers::invoke))
-            .route("/cancel_tool_call", post(handlers::cancel_tool_call))
+            .route("/invoke", admission.guard(post(handlers::invoke), share))
+            .route(
+                "/cancel_tool_call",
+                admission.guard(post(handlers::cancel_tool_call), false),
+            )
             .route("/.well-known/rap-toolset", get(handlers::toolset))
             .with_state(Arc::clone(&self.inner))
     }
@@ -367,59 +369,6 @@ impl ToolServer {
     /// forgets clients whose budget is full again, so this stays bounded (see
     /// [`ToolServerBuilder::rate_limit`]).
     pub fn rate_limited_clients(&self) -> usize {
-        self.inner.limiter.as_ref().map_or(0, |l| l.keyed.len())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn callback_origins_are_checked_when_configured() {
-        let builder = || ToolServer::builder("t");
-        for bad in [
-            "not a url",
-            "file:///etc/passwd",
-            "http://runtime.example/callbacks",
-            "http://runtime.example/?q",
-            "http://user:pw@runtime.example",
-            "mailto:someone@example.com",
-        ] {
-            assert!(builder().allow_callback_origin(bad).is_err(), "{bad}");
-        }
-        let server = builder()
-            .allow_callback_origin("http://127.0.0.1:8080")
-            .unwrap()
-            .allow_callback_origin("https://Runtime.Example")
-            .unwrap()
-            .build();
-        let inner = &server.inner;
-        assert!(
-            inner
-                .callback("http://127.0.0.1:8080/results?x=1")
-                .is_some()
-        );
-        assert!(inner.callback("https://runtime.example:443/cb").is_some());
-        for refused in [
-            "http://127.0.0.1:8081/results",
-            "https://127.0.0.1:8080/results",
-            "http://127.0.0.2:8080/results",
-            "http://runtime.example/cb",
-            "https://runtime.example.evil/cb",
-            "http://169.254.169.254/latest/meta-data/",
-            "file:///etc/passwd",
-            "/relative",
-            "",
-        ] {
-            assert!(inner.callback(refused).is_none(), "{refused}");
-        }
-        let default = builder().build();
-        assert!(
-            default
-                .inner
-                .callback("http://127.0.0.1:8080/results")
-                .is_none()
-        );
+        self.inner.admission.rate_limited_clients()
     }
 }
