@@ -22,7 +22,7 @@ async fn hand_written(n: u64) -> Result<u64, JsonRpcError> {
         Some(parent) => parent.child_token(),
         None => CancellationToken::new(),
     };
-    let body = cancelkit::scope(child.clone(), async move { Ok(black_box(n)) });
+    let body = cancelkit::with_token(child.clone(), async move { Ok(black_box(n)) });
     tokio::select! {
         biased;
         result = body => result,

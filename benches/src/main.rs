@@ -67,19 +67,18 @@ fn main() {
 /// (`docs/src/performance.md`) from `target/bench/*.json` (no benchmark runs) and copies the
 /// plots next to it, to `docs/src/bench/`.
 fn readme(rest: &[String]) {
-    const PERFORMANCE_PAGE: &str = "docs/src/performance.md";
     if !rest.is_empty() {
         eprintln!("--readme takes no benchmark names (it renders every report in target/bench)");
         std::process::exit(2);
     }
     let workspace = report::workspace_dir();
     let updated = report::readme::update_readme(
-        &workspace.join(PERFORMANCE_PAGE),
+        &workspace.join(report::readme::PAGE),
         &report::bench_dir(),
-        &workspace.join("docs/src/bench"),
+        &workspace.join(report::readme::PLOTS),
     );
     match updated {
-        Ok(names) => println!("{PERFORMANCE_PAGE}: rendered {}", names.join(", ")),
+        Ok(names) => println!("{}: rendered {}", report::readme::PAGE, names.join(", ")),
         Err(message) => {
             eprintln!("error: {message}");
             std::process::exit(1);

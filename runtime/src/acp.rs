@@ -10,7 +10,7 @@
 //!   at its next `.await` and the call returns -32800;
 //! - `From<Cancelled> for agent_client_protocol::Error` gives that -32800 "Request cancelled",
 //!   with `data.reason`, so a handler can return `Result<_, agent_client_protocol::Error>`;
-//! - [`scope`] runs any future in a scope the marker cancels, so plain `#[cancellable]` calls
+//! - [`with_cancellation`] runs any future in a scope the marker cancels, so plain `#[cancellable]` calls
 //!   (and [`spawn`](crate::spawn)ed tasks) inside it take the client's cancel as their parent.
 //!
 //! The SDK runs request callbacks inside its dispatch loop, which is also where it reads
@@ -93,17 +93,17 @@ impl Parent for RequestCancellation {
 /// }
 ///
 /// async fn answer(cancellation: RequestCancellation) -> Result<String, agent_client_protocol::Error> {
-///     cancelkit::acp::scope(&cancellation, work()).await
+///     cancelkit::acp::with_cancellation(&cancellation, work()).await
 /// }
 /// ```
-pub fn scope<F: Future>(cancellation: &RequestCancellation, fut: F) -> Scoped<F> {
+pub fn with_cancellation<F: Future>(cancellation: &RequestCancellation, fut: F) -> Scoped<F> {
     Scoped {
         inner: cooperative(cancellation.enter(), fut),
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The future [`scope`] returns.
+    /// The future [`with_cancellation`] returns.
     #[must_use = "futures do nothing unless awaited"]
     pub struct Scoped<F> {
         #[pin]

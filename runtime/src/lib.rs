@@ -81,6 +81,6 @@ pub use cancelkit_wire as wire;
 pub use cancelled::{CancelReason, Cancelled};
 pub use error::JsonRpcError;
 pub use scope::{
-    Canceller, Scope, cancel_reason, cancelled, current, current_scope, is_cancelled, scope, spawn,
+    Canceller, Scope, cancel_reason, cancelled, current, current_scope, is_cancelled, spawn, with_token,
 };
 pub use tokio_util::sync::CancellationToken;

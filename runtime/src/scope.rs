@@ -6,14 +6,14 @@
 //! cancelling a child leaves its parent running.
 //!
 //! ```
-//! use cancelkit::{CancellationToken, scope};
+//! use cancelkit::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let token = CancellationToken::new();
 //! token.cancel();
-//! let seen = scope::scope(token, async { scope::is_cancelled() }).await;
+//! let seen = cancelkit::with_token(token, async { cancelkit::is_cancelled() }).await;
 //! assert!(seen);
-//! assert!(!scope::is_cancelled()); // outside any scope nothing is cancelled
+//! assert!(!cancelkit::is_cancelled()); // outside any scope nothing is cancelled
 //! # }
 //! ```
 
@@ -206,11 +206,11 @@ impl Canceller {
     }
 }
 
-/// Runs `fut` with `token` as the ambient cancellation token.
+/// Runs `fut` with `token` as the ambient cancellation token: a root scope of its own.
 ///
 /// Inside, [`current`], [`is_cancelled`] and [`cancelled`] refer to `token`, and
 /// `#[cancellable]` functions take children of it.
-pub fn scope<F: Future>(
+pub fn with_token<F: Future>(
     token: CancellationToken,
     fut: F,
 ) -> tokio::task::futures::TaskLocalFuture<Scope, F> {
@@ -237,13 +237,13 @@ pub fn is_cancelled() -> bool {
 /// Completes when the ambient token is cancelled; outside any scope it never completes.
 ///
 /// ```
-/// use cancelkit::{CancellationToken, scope};
+/// use cancelkit::CancellationToken;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let token = CancellationToken::new();
 /// let canceller = token.clone();
 /// tokio::spawn(async move { canceller.cancel() });
-/// scope::scope(token, scope::cancelled()).await; // returns once the spawned task cancels
+/// cancelkit::with_token(token, cancelkit::cancelled()).await; // returns once the spawned task cancels
 /// # }
 /// ```
 pub async fn cancelled() {

@@ -64,7 +64,7 @@ impl MyAgent {
     }
 
     /// `session/new`'s work: a plain `#[cancellable]`, cancelled through
-    /// [`cancelkit::acp::scope`] around it.
+    /// [`cancelkit::acp::with_cancellation`] around it.
     #[cancellable]
     async fn new_session(
         &self,
@@ -113,7 +113,7 @@ async fn serve_their_agent(io: DuplexStream, events: Events) {
                         cx: ConnectionTo<Client>| {
                 let agent = for_sessions.clone();
                 let cancellation = responder.cancellation();
-                cx.spawn(cancelkit::acp::scope(&cancellation, async move {
+                cx.spawn(cancelkit::acp::with_cancellation(&cancellation, async move {
                     responder.respond_with_result(agent.new_session(request).await)
                 }))
             },

@@ -1,15 +1,22 @@
-//! `cargo xtask bench --readme`: the README's benchmark sections rendered from
-//! `target/bench/*.json`, without running any benchmark.
+//! `cargo xtask bench --readme`: the benchmark sections of the guide's performance page
+//! ([`PAGE`]) rendered from `target/bench/*.json`, without running any benchmark.
 //!
-//! Each report has a block in the README between `<!-- bench:NAME:begin -->` and
+//! Each report has a block in the page between `<!-- bench:NAME:begin -->` and
 //! `<!-- bench:NAME:end -->`; everything between the two markers is replaced by [`render`]'s
-//! output, and the report's plots are copied next to the README (`docs/bench/`) so it can show
-//! them. The figures in the README are thus only ever those of a run, with its machine and date.
+//! output, and the report's plots are copied next to the page ([`PLOTS`]) so it can show them.
+//! The figures in the guide are thus only ever those of a run, with its machine and date. (The
+//! functions say "readme" for the page they write: any markdown file with the markers will do.)
 
 #[cfg(test)]
 mod tests;
 
 pub mod blocks;
+
+/// The guide's page that holds the benchmark blocks, relative to the workspace root.
+pub const PAGE: &str = "docs/src/performance.md";
+
+/// Where `--readme` copies the plots the page shows, relative to the workspace root.
+pub const PLOTS: &str = "docs/src/bench";
 
 /// The marker kind of the benchmark blocks: `<!-- bench:NAME:begin -->`.
 const KIND: &str = "bench";

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cancelkit::{CancelReason, CancellationToken, JsonRpcError, Scope, cancellable, scope};
+use cancelkit::{CancelReason, CancellationToken, JsonRpcError, Scope, cancellable, with_token};
 use tokio::sync::oneshot;
 
 use crate::completion::finish_on_signal;
@@ -127,7 +127,7 @@ async fn a_token_parameter_is_the_parent() {
     let ct = CancellationToken::new();
     let started = flag();
     // An ambient scope that is never cancelled: the parameter, not the ambient scope, decides.
-    let call = tokio::spawn(scope(
+    let call = tokio::spawn(with_token(
         CancellationToken::new(),
         with_token_parameter(ct.clone(), started.clone()),
     ));

@@ -171,7 +171,7 @@ fn the_readme_table_has_a_row_per_check_and_the_details_of_what_did_not_plainly_
         json!({"checks": [
             {"id": "acp.cancel_request.answered_once", "result": "pass", "detail": "once"},
             {"id": "acp.cancel_request.honoured", "result": honoured, "detail": detail},
-            {"id": "acp.cancel_request_seed.answered_once", "result": "not_applicable",
+            {"id": "acp.cancel_request_draft.answered_once", "result": "not_applicable",
              "detail": "the agent did not declare it"},
         ]})
     };
@@ -207,7 +207,7 @@ fn the_readme_table_has_a_row_per_check_and_the_details_of_what_did_not_plainly_
     );
     assert_eq!(
         lines[4],
-        "| `acp.cancel_request_seed.answered_once` | n/a / n/a | n/a / n/a | n/a / — |"
+        "| `acp.cancel_request_draft.answered_once` | n/a / n/a | n/a / n/a | n/a / — |"
     );
     assert!(block.contains("- @google/gemini-cli, permission mode, `acp.cancel_request.honoured` (**fail**): no \\| answer"), "{block}");
     // a pass, and a not-declared n/a, have no note

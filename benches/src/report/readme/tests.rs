@@ -324,18 +324,18 @@ fn blocks_are_listed_once_in_readme_order() {
 }
 
 #[test]
-fn the_readme_has_a_block_for_each_benchmark_in_the_form_splice_writes() {
-    let path = crate::report::workspace_dir().join("README.md");
+fn the_performance_page_has_a_block_for_each_benchmark_in_the_form_splice_writes() {
+    let path = crate::report::workspace_dir().join(super::PAGE);
     let text = std::fs::read_to_string(path).unwrap();
     assert_eq!(
         block_names(&text),
         [
-            "load",
             "macro",
             "peer",
             "rap",
             "rap_load",
             "gateway",
+            "load",
             "http",
             "http-gateway"
         ]
