@@ -267,7 +267,7 @@ async fn measure(sizes: Sizes, workers: usize) -> Results {
 /// `cargo xtask bench http` (`quick`: `--quick`, the short run).
 pub fn run(quick: bool) {
     let sizes = Sizes::from_env(quick);
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let workers = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

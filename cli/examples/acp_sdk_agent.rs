@@ -39,7 +39,9 @@ type Turns = Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>;
 static TURN: AtomicU64 = AtomicU64::new(1);
 
 fn lock(turns: &Turns) -> std::sync::MutexGuard<'_, HashMap<String, (u64, CancellationToken)>> {
-    turns.lock().unwrap_or_else(|e| e.into_inner())
+    turns
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Sends one `agent_message_chunk` update.

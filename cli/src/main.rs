@@ -354,7 +354,10 @@ impl Outputs {
             Err(why) => return self.fail(&why),
         };
         print!("{}", report.table(applied.as_ref()));
-        if let Some(stale) = applied.as_ref().and_then(|a| a.stale_message()) {
+        if let Some(stale) = applied
+            .as_ref()
+            .and_then(cancelkit_cli::check::baseline::Applied::stale_message)
+        {
             eprintln!("cancelkit check {}: {stale}", self.target);
         }
         if let Some(path) = &self.args.json {

@@ -53,7 +53,7 @@ fn wrapped(pidfile: &Path, options: &[&str], command: &[String]) -> Vec<String> 
         fixture("forking_wrapper.py"),
         pidfile.display().to_string(),
     ];
-    wrapped.extend(options.iter().map(|o| o.to_string()));
+    wrapped.extend(options.iter().map(std::string::ToString::to_string));
     wrapped.push("--".into());
     wrapped.extend_from_slice(command);
     wrapped
@@ -275,7 +275,7 @@ fn check_of<'a>(report: &'a Value, id: &str) -> &'a Value {
     checks.iter().find(|c| c["id"] == id).unwrap()
 }
 
-fn attributes(e: &BytesStart) -> Attrs {
+fn attributes(e: &BytesStart<'_>) -> Attrs {
     e.attributes()
         .map(|a| {
             let a = a.unwrap();
@@ -311,7 +311,7 @@ fn parse_junit(xml: &str) -> Suite {
                     case = Some(Suite {
                         attrs,
                         ..Suite::default()
-                    })
+                    });
                 }
                 ("property", _) => {
                     let props = &mut case.as_mut().unwrap_or(&mut suite).props;

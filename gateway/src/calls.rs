@@ -308,9 +308,9 @@ impl Job {
         let result = loop {
             tokio::select! {
                 biased;
-                _ = token.cancelled() => break None,
+                () = token.cancelled() => break None,
                 result = &mut upstream_call => break Some(result),
-                _ = &mut deadline, if !timed_out => {
+                () = &mut deadline, if !timed_out => {
                     timed_out = true;
                     let after = timeout.unwrap_or_default();
                     match &run {

@@ -100,7 +100,10 @@ async fn sleep(
         ));
     }
     let duration = Duration::from_secs_f64(seconds);
-    let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
+    let id = cx
+        .request_id()
+        .map(std::string::ToString::to_string)
+        .unwrap_or_default();
     log_line(&format!(
         "{LOG_PREFIX} started tools/call sleep (request id {id}) for {duration:?}"
     ));
@@ -116,7 +119,7 @@ async fn sleep(
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + step, step);
         loop {
             tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => break,
+                () = tokio::time::sleep_until(deadline) => break,
                 _ = ticks.tick() => {
                     let done = log.started.elapsed().as_secs_f64().min(total);
                     let message = format!("slept {done:.1}s of {total}s");

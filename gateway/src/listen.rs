@@ -157,7 +157,9 @@ impl Drop for Guard {
 
 impl Admission {
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Admits a connection from `ip`, as served or as overflow; `None`: close it at once.

@@ -90,7 +90,9 @@ impl Share {
     }
 
     fn lock(&self) -> MutexGuard<'_, Counts> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A slot for `user`, or the limit that refuses it (counted in [`METRIC_REFUSED`]).

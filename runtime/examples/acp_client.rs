@@ -31,7 +31,7 @@ async fn request_permission(_params: Value, cx: Context) -> Result<Value, JsonRp
         println!(
             "  the agent cancelled its permission request {id} after {:?}",
             asked.elapsed()
-        )
+        );
     });
     tokio::time::sleep(Duration::from_secs(3600)).await;
     std::mem::forget(guard);

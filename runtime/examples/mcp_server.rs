@@ -119,7 +119,10 @@ async fn sleep(Args(Sleep { seconds }): Args<Sleep>, cx: Context) -> Result<Stri
         ));
     }
     let duration = Duration::from_secs_f64(seconds);
-    let id = cx.request_id().map(|id| id.to_string()).unwrap_or_default();
+    let id = cx
+        .request_id()
+        .map(std::string::ToString::to_string)
+        .unwrap_or_default();
     let mut log = StopLog {
         id,
         started: Instant::now(),

@@ -137,7 +137,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .output();
     match pids {
         Ok(out) if out.stdout.is_empty() => {
-            println!("the script's process group {} is gone", group.trim())
+            println!("the script's process group {} is gone", group.trim());
         }
         Ok(out) => println!(
             "still running: {}",

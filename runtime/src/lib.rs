@@ -81,6 +81,7 @@ pub use cancelkit_wire as wire;
 pub use cancelled::{CancelReason, Cancelled};
 pub use error::JsonRpcError;
 pub use scope::{
-    Canceller, Scope, cancel_reason, cancelled, current, current_scope, is_cancelled, spawn, with_token,
+    Canceller, Scope, cancel_reason, cancelled, current, current_scope, is_cancelled, spawn,
+    with_token,
 };
 pub use tokio_util::sync::CancellationToken;

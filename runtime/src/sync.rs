@@ -8,5 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 /// the data is consistent even then; recovering keeps one panicking task from wedging a whole
 /// connection or server.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

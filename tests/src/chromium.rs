@@ -41,7 +41,7 @@ pub fn file_url(path: &Path, fragment: &str) -> String {
     for byte in path.to_string_lossy().bytes() {
         match byte {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
-                url.push(char::from(byte))
+                url.push(char::from(byte));
             }
             _ => url.push_str(&format!("%{byte:02X}")),
         }

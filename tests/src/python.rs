@@ -60,7 +60,7 @@ pub fn venv_for(name: &str, requirements: &Path) -> PathBuf {
     );
     let mut venvs = VENVS
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let venvs = venvs.get_or_insert_with(HashMap::new);
     if let Some(python) = venvs.get(name) {
         return python.clone();

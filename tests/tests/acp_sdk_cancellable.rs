@@ -113,9 +113,10 @@ async fn serve_their_agent(io: DuplexStream, events: Events) {
                         cx: ConnectionTo<Client>| {
                 let agent = for_sessions.clone();
                 let cancellation = responder.cancellation();
-                cx.spawn(cancelkit::acp::with_cancellation(&cancellation, async move {
-                    responder.respond_with_result(agent.new_session(request).await)
-                }))
+                cx.spawn(cancelkit::acp::with_cancellation(
+                    &cancellation,
+                    async move { responder.respond_with_result(agent.new_session(request).await) },
+                ))
             },
             agent_client_protocol::on_receive_request!(),
         )

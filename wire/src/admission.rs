@@ -96,7 +96,7 @@ pub fn admit(
     let meta = meta::read_value(params)
         .map_err(|e| reject(INVALID_PARAMS, format!("params._meta: {e}")))?;
     let named = headers.get(headers::PROTOCOL_VERSION);
-    if named.map(|v| v.as_bytes()) != Some(meta.version.as_bytes()) {
+    if named.map(http::HeaderValue::as_bytes) != Some(meta.version.as_bytes()) {
         return Err(reject(
             HEADER_MISMATCH,
             format!(

@@ -158,9 +158,9 @@ pub fn read(params: Option<&RawValue>) -> Result<Meta<'_>, MetaError> {
     }
     let json = |e: serde_json::Error| MetaError(e.to_string());
     let params = params.ok_or_else(|| MetaError("the request has no params".into()))?;
-    let parsed: Params = serde_json::from_str(object(params, "params")?).map_err(json)?;
+    let parsed: Params<'_> = serde_json::from_str(object(params, "params")?).map_err(json)?;
     let meta = parsed.meta.ok_or_else(|| missing("_meta"))?;
-    let meta: RawMeta = serde_json::from_str(object(meta, "`_meta`")?).map_err(json)?;
+    let meta: RawMeta<'_> = serde_json::from_str(object(meta, "`_meta`")?).map_err(json)?;
     let version = meta.version.ok_or_else(|| missing(PROTOCOL_VERSION))?;
     let capabilities = meta
         .capabilities

@@ -89,7 +89,7 @@ pub fn main(args: &[&str]) -> Result<(), String> {
     let report = run(&paths, mode)?;
     match mode {
         Mode::Write if report.is_clean() => {
-            println!("codegen: up to date ({} files)", report.total)
+            println!("codegen: up to date ({} files)", report.total);
         }
         Mode::Write => {
             for file in &report.changed {
@@ -100,7 +100,7 @@ pub fn main(args: &[&str]) -> Result<(), String> {
             }
         }
         Mode::Check if report.is_clean() => {
-            println!("codegen: up to date ({} files)", report.total)
+            println!("codegen: up to date ({} files)", report.total);
         }
         Mode::Check => {
             let mut message = String::from("generated code is stale:\n");

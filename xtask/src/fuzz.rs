@@ -198,7 +198,7 @@ mod tests {
             let source = crate::project_root().join(format!("fuzz/fuzz_targets/{target}.rs"));
             assert!(source.is_file(), "{}", source.display());
             let corpus = crate::project_root().join(format!("fuzz/corpus/{target}"));
-            assert!(corpus.is_dir(), "{} has no committed corpus", target);
+            assert!(corpus.is_dir(), "{target} has no committed corpus");
         }
     }
 

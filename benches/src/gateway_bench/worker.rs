@@ -260,7 +260,7 @@ impl Worker {
 
     /// Waits until `n` upstream tools have started.
     pub async fn wait_started(&self, n: usize) {
-        self.upstream.wait_started(n).await
+        self.upstream.wait_started(n).await;
     }
 
     /// The worker's resident set (Linux `/proc`), 0 if unknown.

@@ -50,6 +50,7 @@ fn signal(line: &str) -> Option<Signal> {
 
 impl Server {
     /// Starts `stack` with `workers` runtime threads and waits until it listens.
+    #[allow(unsafe_code)] // see the SAFETY comment inside
     pub fn start(stack: Stack, workers: usize) -> Server {
         let mut command = Command::new(std::env::current_exe().expect("the bench binary's path"));
         command

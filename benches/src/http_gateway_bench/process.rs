@@ -13,6 +13,7 @@ pub struct Proc {
 
 impl Proc {
     /// Spawns `command` in a process group of its own, to be killed if the bench dies.
+    #[allow(unsafe_code)] // see the SAFETY comments inside
     pub fn spawn(mut command: Command, what: &str) -> Proc {
         command.process_group(0);
         // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
@@ -35,6 +36,7 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    #[allow(unsafe_code)] // see the SAFETY comments inside
     fn drop(&mut self) {
         // SAFETY: a plain kill(2) of the child's own process group.
         unsafe {
@@ -104,6 +106,7 @@ fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+#[allow(unsafe_code)] // see the SAFETY comments inside
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

@@ -89,9 +89,8 @@ async fn forward(State(to): State<Arc<Forward>>, request: Request) -> Response {
             out = out.header(name, value);
         }
     }
-    let answer = match out.send().await {
-        Ok(answer) => answer,
-        Err(_) => return StatusCode::BAD_GATEWAY.into_response(),
+    let Ok(answer) = out.send().await else {
+        return StatusCode::BAD_GATEWAY.into_response();
     };
     let mut response = Response::builder().status(answer.status());
     for (name, value) in answer.headers() {

@@ -68,7 +68,7 @@ pub fn build(results: &Results) -> Report {
     let gateway = find(Kind::Gateway).expect("the gateway is always measured");
     let concurrency = CONCURRENCY
         .iter()
-        .map(|c| c.to_string())
+        .map(std::string::ToString::to_string)
         .collect::<Vec<_>>()
         .join(" and ");
     let mut report = Report::new(

@@ -189,7 +189,7 @@ pub async fn heap<C: Conn>(conn: &C, rx: &mut Receivers, requests: usize) -> (f6
     within(
         "the parked handlers to start",
         std::future::poll_fn(|cx| {
-            for call in held.iter_mut() {
+            for call in &mut held {
                 if Pin::new(call).poll(cx).is_ready() {
                     panic!("a parked request was answered");
                 }

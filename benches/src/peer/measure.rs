@@ -241,7 +241,7 @@ pub fn measure(sizes: Sizes) -> Results {
                 .expect("every stack has an entry");
             entry.1.push(measured);
         }
-        for (acp, samples) in results.limited.iter_mut() {
+        for (acp, samples) in &mut results.limited {
             samples.push(limited::cancels(
                 *acp,
                 sizes.in_flight,

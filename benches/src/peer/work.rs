@@ -93,6 +93,7 @@ pub fn acp_work(prompt: &PromptRequest) -> Work {
 }
 
 /// Nanoseconds of `CLOCK_MONOTONIC`: one clock for both processes of the pipe rows.
+#[allow(unsafe_code)] // see the SAFETY comments inside
 pub fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -35,7 +35,7 @@ impl Machine {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         Machine {
             cpu,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
             memory_gib,
             os: format!("{} {}", std::env::consts::OS, release.trim()),
         }

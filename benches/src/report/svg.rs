@@ -67,7 +67,7 @@ impl Series<'_> {
 /// infinite samples are left out; on a logarithmic axis, zero and negative ones are drawn at
 /// the smallest positive sample.
 pub fn cdf(cdf: &Cdf) -> String {
-    let series: Vec<Series> = cdf
+    let series: Vec<Series<'_>> = cdf
         .series
         .iter()
         .map(|(name, samples)| {
@@ -122,7 +122,7 @@ pub fn cdf(cdf: &Cdf) -> String {
 }
 
 /// The x axis for all the series' samples together (0 to 1 if there are none).
-fn x_axis(series: &[Series]) -> Axis {
+fn x_axis(series: &[Series<'_>]) -> Axis {
     let all = || series.iter().flat_map(|s| s.sorted.iter().copied());
     let min = all().reduce(f64::min);
     let max = all().reduce(f64::max);
@@ -249,7 +249,7 @@ fn labels(out: &mut String, x: &Axis, x_label: &str) {
 }
 
 /// One row per series: a sample of its line, its name, and its p50 / p99 and sample count.
-fn legend(out: &mut String, series: &[Series], unit: &str) {
+fn legend(out: &mut String, series: &[Series<'_>], unit: &str) {
     // No font metrics here: a column wide enough for the longest name at ~7 px a character.
     let longest = series
         .iter()

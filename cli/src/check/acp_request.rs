@@ -151,7 +151,11 @@ async fn follow(
         .await;
     let mut held = false;
     if answer.is_none() && !s.outstanding.is_empty() {
-        let waiting: Vec<String> = s.outstanding.iter().map(|r| r.name()).collect();
+        let waiting: Vec<String> = s
+            .outstanding
+            .iter()
+            .map(super::acp_session::AgentRequest::name)
+            .collect();
         ev.note(format!(
             "{} ms after the cancel the agent still waits for the client's answer to {}: the \
              client answers as --permission {} says, as it would without a cancel",

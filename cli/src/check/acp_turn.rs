@@ -230,7 +230,10 @@ fn judge_cascade(
     by_agent: &[Value],
 ) -> (Outcome, String, Evidence) {
     let mut ev = Evidence::default();
-    let names: Vec<String> = asked.iter().map(|r| r.name()).collect();
+    let names: Vec<String> = asked
+        .iter()
+        .map(super::acp_session::AgentRequest::name)
+        .collect();
     ev.note(format!(
         "the agent's requests pending at the cancel: {names:?}"
     ));
@@ -245,7 +248,7 @@ fn judge_cascade(
     let missed: Vec<String> = asked
         .iter()
         .filter(|r| !by_agent.contains(&r.id))
-        .map(|r| r.name())
+        .map(super::acp_session::AgentRequest::name)
         .collect();
     if missed.is_empty() {
         let detail = format!(

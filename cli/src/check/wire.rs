@@ -127,7 +127,9 @@ impl Routes {
 pub(crate) type Shared = Arc<Mutex<Routes>>;
 
 pub(crate) fn lock(routes: &Shared) -> MutexGuard<'_, Routes> {
-    routes.lock().unwrap_or_else(|e| e.into_inner())
+    routes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A JSON-RPC peer: a child on stdio, or a Streamable HTTP endpoint.

@@ -261,7 +261,7 @@ impl SchemaSet {
                     }
                 }
                 "additionalProperties" | "items" => {
-                    self.validate_node(file, &here, value, false)?
+                    self.validate_node(file, &here, value, false)?;
                 }
                 "anyOf" | "oneOf" => {
                     let branches = value.as_array().filter(|b| !b.is_empty()).ok_or_else(|| {

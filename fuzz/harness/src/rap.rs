@@ -284,7 +284,7 @@ async fn session(flags: u8, rest: &[u8]) {
                             running.insert(key);
                         }
                         StatusCode::CONFLICT => {
-                            assert!(running.contains(&key), "409 for a free key: {}", context())
+                            assert!(running.contains(&key), "409 for a free key: {}", context());
                         }
                         StatusCode::BAD_REQUEST => {}
                         _ => panic!("unexpected status: {}", context()),

@@ -259,7 +259,7 @@ fn rap_seeds(schema_dir: &Path, seeds: &mut Vec<Seed>) {
     let invoke = r#"{"operation":"run","arguments":{"script":"sleep 30"},"id":"call_1","callback_url":"http://127.0.0.1:1/r","group_id":"thread_1"}"#;
     let cancel = r#"{"thread_id":"thread_1","tool_call_id":"call_1"}"#;
     type Flow<'a> = (&'a str, u8, Vec<(u8, &'a str)>);
-    let flows: Vec<Flow> = vec![
+    let flows: Vec<Flow<'_>> = vec![
         (
             "flow",
             0,

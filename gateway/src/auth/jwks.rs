@@ -150,7 +150,10 @@ struct Running<'a>(&'a Mutex<Gate>);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).running = false;
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .running = false;
     }
 }
 
@@ -219,13 +222,21 @@ impl Jwks {
 
     /// The keys now.
     pub fn keys(&self) -> Arc<KeySet> {
-        Arc::clone(&self.keys.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(
+            &self
+                .keys
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// The first read, at start: an error says why (unreachable, too large, no usable key).
     pub async fn load(&self) -> Result<usize, String> {
         {
-            let mut gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+            let mut gate = self
+                .gate
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             gate.last = Some(Instant::now());
         }
         self.read_and_swap("start")
@@ -304,7 +315,10 @@ impl Jwks {
     }
 
     fn claim(&self) -> bool {
-        let mut gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        let mut gate = self
+            .gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if gate.running
             || gate
                 .last
@@ -330,7 +344,10 @@ impl Jwks {
             tracing::warn!(source = %self.source.name(), "JWKS key left out: {reason}");
         }
         let count = set.len();
-        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+        *self
+            .keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(set);
         tracing::info!(source = %self.source.name(), keys = count, reason = why, "JWKS read");
         Ok(count)
     }

@@ -43,7 +43,7 @@ pub(super) async fn run(shared: Arc<Shared>, client: Client, conn: ConnectionMan
         let written = progress.written();
         let attempt = tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => break,
+            () = shared.stop.cancelled() => break,
             attempt = establish(&shared, &client, &conn, &mut server, &mut progress) => attempt,
         };
         match attempt {
@@ -95,8 +95,8 @@ pub(super) async fn run(shared: Arc<Shared>, client: Client, conn: ConnectionMan
         }
         tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => break,
-            _ = tokio::time::sleep(backoff) => {}
+            () = shared.stop.cancelled() => break,
+            () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -201,7 +201,7 @@ fn server_run_id(info: &str) -> Option<String> {
 pub(super) fn take_tombstone(local: &dyn LocalRuns, bytes: &[u8], from: &str) {
     match serde_json::from_slice::<Tombstone>(bytes) {
         Ok(tombstone) if tombstone.expires_at > record::unix_now() => {
-            local.add_tombstone(tombstone)
+            local.add_tombstone(tombstone);
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(from, error = %e, "redis: unreadable tombstone skipped"),
@@ -241,7 +241,7 @@ async fn serve_until_lost(shared: &Shared, conn: &ConnectionManager, link: &mut 
         }
         tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => {
+            () = shared.stop.cancelled() => {
                 // Best effort: what was queued just before the stop (final records) goes out,
                 // and the heartbeat goes (this worker's running records read `lost` at once).
                 if let Err(e) = write::flush(shared, &mut conn).await {
@@ -256,7 +256,7 @@ async fn serve_until_lost(shared: &Shared, conn: &ConnectionManager, link: &mut 
                 Some(message) => handle(shared, &message),
                 None => return End::Lost("the subscription closed".into()),
             },
-            _ = shared.wake.notified() => {}
+            () = shared.wake.notified() => {}
             _ = tick.tick() => {
                 if shared.local.strong_count() == 0 {
                     tracing::debug!("redis link: the worker is gone, stopping");

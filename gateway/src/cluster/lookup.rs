@@ -78,7 +78,7 @@ pub(super) async fn find(
                 Ok(record) if record.matches(selector) => found.push(record),
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(run_id, error = %e, "redis: unreadable run record skipped")
+                    tracing::warn!(run_id, error = %e, "redis: unreadable run record skipped");
                 }
             }
         }

@@ -326,7 +326,7 @@ impl Cluster {
             Ok(Ok(())) => {
                 shared
                     .memory()
-                    .sent(run_id, reason.clone(), keys::marker_ttl(&shared.settings))
+                    .sent(run_id, reason.clone(), keys::marker_ttl(&shared.settings));
             }
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, run_id, "redis: remote cancel deferred");

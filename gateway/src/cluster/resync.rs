@@ -189,7 +189,7 @@ async fn apply_markers(
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(run_id, error = %e, "redis: unreadable cancel marker skipped")
+                    tracing::warn!(run_id, error = %e, "redis: unreadable cancel marker skipped");
                 }
             }
         }

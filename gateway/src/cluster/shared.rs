@@ -37,7 +37,9 @@ pub(super) struct Shared {
 
 /// A lock that a panic elsewhere while it was held does not poison for good.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Shared {

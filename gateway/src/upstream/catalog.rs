@@ -52,7 +52,9 @@ struct State {
 
 impl Catalog {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Remembers the outcome of a `tools/list` asked for when the upstream's change count was

@@ -137,7 +137,10 @@ impl Calls {
             "gateway-progress-{}",
             self.next_token.fetch_add(1, Ordering::Relaxed)
         );
-        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watches = self
+            .watches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if watches.len() >= MAX_PROGRESS_WATCHES {
             tracing::warn!(upstream = %self.name, "too many calls watching progress; this one runs without");
             return None;
@@ -161,7 +164,7 @@ impl Drop for WatchGuard {
     fn drop(&mut self) {
         self.watches
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&self.token);
     }
 }
@@ -179,7 +182,7 @@ fn forward_progress(watches: &Watches, params: &mut Value) {
     };
     let sink = watches
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(&token)
         .cloned();
     if let Some(sink) = sink {

@@ -228,18 +228,18 @@ impl Supervisor {
             match self.serve_once().await {
                 Ok(()) if self.stop.is_cancelled() => break,
                 Ok(()) => {
-                    tracing::warn!(upstream = %self.name, "upstream exited; restarting in {backoff:?}")
+                    tracing::warn!(upstream = %self.name, "upstream exited; restarting in {backoff:?}");
                 }
                 Err(e) => {
-                    tracing::warn!(upstream = %self.name, "upstream failed: {e}; restarting in {backoff:?}")
+                    tracing::warn!(upstream = %self.name, "upstream failed: {e}; restarting in {backoff:?}");
                 }
             }
             if started.elapsed() >= HEALTHY_AFTER {
                 backoff = BACKOFF_MIN;
             }
             tokio::select! {
-                _ = self.stop.cancelled() => break,
-                _ = tokio::time::sleep(backoff) => {}
+                () = self.stop.cancelled() => break,
+                () = tokio::time::sleep(backoff) => {}
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
@@ -271,7 +271,7 @@ impl Supervisor {
         let handle = peer.handle();
         let negotiated = tokio::select! {
             n = handle.discover_or_initialize(client_info(), DEFAULT_DISCOVER_TIMEOUT) => n,
-            _ = self.stop.cancelled() => { handle.close(); return Ok(()); }
+            () = self.stop.cancelled() => { handle.close(); return Ok(()); }
             status = child.wait() => return Err(format!("exited while starting ({})", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string()))),
         };
         let negotiated = match negotiated {
@@ -287,7 +287,7 @@ impl Supervisor {
         let closed = peer.closed();
         tokio::pin!(closed);
         let outcome = tokio::select! {
-            _ = self.stop.cancelled() => {
+            () = self.stop.cancelled() => {
                 handle.close();
                 let _ = tokio::time::timeout(Duration::from_secs(2), &mut closed).await;
                 Ok(())
@@ -296,7 +296,7 @@ impl Supervisor {
                 handle.close();
                 Err(format!("exited ({})", status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())))
             }
-            _ = &mut closed => Err("its connection closed".to_owned()),
+            () = &mut closed => Err("its connection closed".to_owned()),
         };
         self.current.send_replace(None);
         let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;

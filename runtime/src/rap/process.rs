@@ -265,10 +265,10 @@ async fn remove_dir(dir: tempfile::TempDir) {
     match tokio::task::spawn_blocking(move || dir.close()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            tracing::warn!(error = ?super::shown(&e.to_string()), dir = ?path, "cannot remove a tool's temporary directory")
+            tracing::warn!(error = ?super::shown(&e.to_string()), dir = ?path, "cannot remove a tool's temporary directory");
         }
         Err(e) => {
-            tracing::warn!(error = ?super::shown(&e.to_string()), dir = ?path, "removing a tool's temporary directory failed")
+            tracing::warn!(error = ?super::shown(&e.to_string()), dir = ?path, "removing a tool's temporary directory failed");
         }
     }
 }

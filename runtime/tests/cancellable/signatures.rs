@@ -59,7 +59,7 @@ impl Service {
         if early {
             return Ok(0);
         }
-        let copies: Vec<T> = items.to_vec();
+        let copies: Vec<T> = items.clone();
         Ok(copies.len() + self.calls)
     }
 }

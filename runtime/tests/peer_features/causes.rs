@@ -31,7 +31,8 @@ pub fn cause_routes(router: Router, tx: mpsc::UnboundedSender<Option<CancelReaso
             async move {
                 let token = CancellationToken::new();
                 token.cancel();
-                let cause = cancelkit::with_token(token, async { cancelkit::cancel_reason() }).await;
+                let cause =
+                    cancelkit::with_token(token, async { cancelkit::cancel_reason() }).await;
                 let _ = tx.send(cause);
                 Ok::<_, JsonRpcError>(json!("reported"))
             }

@@ -246,7 +246,7 @@ async fn closing_the_connection_cancels_everything_in_flight() {
         s.wire.recv().await["id"].clone(),
         s.wire.recv().await["id"].clone(),
     ];
-    ids.sort_by_key(|id| id.to_string());
+    ids.sort_by_key(std::string::ToString::to_string);
     assert_eq!(ids, [json!(1), json!(2)]);
     tokio::time::timeout(Duration::from_secs(5), s.server.closed())
         .await

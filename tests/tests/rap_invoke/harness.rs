@@ -186,7 +186,9 @@ impl Rig {
         call.abort();
         let ended = call.await;
         assert!(
-            ended.as_ref().is_err_and(|e| e.is_cancelled()),
+            ended
+                .as_ref()
+                .is_err_and(tokio::task::JoinError::is_cancelled),
             "the call was still waiting when dropped: {ended:?}"
         );
     }

@@ -290,7 +290,7 @@ async fn rmcp_tasks_client_cancels_our_task_tool() {
     let polled = polled.expect("the quick task ends");
     match &polled.task.payload {
         TaskPayload::Completed { result } => {
-            assert_eq!(result["content"][0]["text"], "slept", "{result:?}")
+            assert_eq!(result["content"][0]["text"], "slept", "{result:?}");
         }
         other => panic!("expected a completed task, got {other:?}"),
     }

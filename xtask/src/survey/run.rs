@@ -133,6 +133,7 @@ pub fn run(agent: Agent, mode: Mode, paths: &Paths) -> Result<Outcome, String> {
 /// Ends every process of the run: its process group, then whatever still carries the run's
 /// marker (children that made a session of their own, such as a shell in a PTY). Returns those
 /// that were still alive, each as `PID COMMAND`.
+#[allow(unsafe_code)] // see the SAFETY comments inside
 pub fn end_all(group: u32, marker: &str) -> Vec<String> {
     let group = i32::try_from(group).unwrap_or(0);
     // A grace period first: an agent's child that exits on its own once its stdin closes is

@@ -13,7 +13,7 @@ fn report(name: &str, plots: &[&str]) -> Report {
         "326,700".into(),
         "79,927".into(),
     ]);
-    table.row(vec!["a | b".into(), "1|2".into(), "".into()]);
+    table.row(vec!["a | b".into(), "1|2".into(), String::new()]);
     table.note("¹ first note");
     table.note("² second note");
     Report {

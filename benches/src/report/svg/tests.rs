@@ -184,7 +184,7 @@ fn each_series_with_samples_is_one_line_in_its_own_colour() {
         .iter()
         .map(|l| l.split(" points=").next().unwrap())
         .collect();
-    strokes.sort();
+    strokes.sort_unstable();
     strokes.dedup();
     assert_eq!(strokes.len(), 8, "two series look alike: {strokes:?}");
     assert_eq!(
@@ -337,7 +337,7 @@ fn the_slowest_percent_gets_room_at_the_top() {
     assert_eq!(py(1.0), TOP);
     assert!(py(0.99) - py(1.0) >= 40.0);
     assert!(py(0.9) - py(0.99) >= 60.0);
-    let rows: Vec<f64> = (0..=1000).map(|i| py(i as f64 / 1000.0)).collect();
+    let rows: Vec<f64> = (0..=1000).map(|i| py(f64::from(i) / 1000.0)).collect();
     assert!(
         rows.windows(2).all(|w| w[1] < w[0]),
         "the rows do not rise with the fraction"

@@ -47,7 +47,7 @@ static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 static SUPERVISING: AtomicBool = AtomicBool::new(false);
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Sends the stderr of every child started from now on to `file` (`None`: discarded).

@@ -181,7 +181,7 @@ fn router() -> (Router, Seen) {
             }
         })
         .notification("note/panic", |_: Value, _cx: Context| async move {
-            crate::panics::expected::<()>()
+            crate::panics::expected::<()>();
         });
     (router, seen)
 }
@@ -194,7 +194,9 @@ async fn coop() -> Result<Value, JsonRpcError> {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn run(protocol: Protocol, data: &[u8]) {

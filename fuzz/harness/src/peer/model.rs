@@ -220,7 +220,7 @@ impl Model {
                 self.request(id, kind);
             }
             Classified::Notification { method, params } => {
-                self.notification(&method, params.as_deref())
+                self.notification(&method, params.as_deref());
             }
             Classified::Invalid { id: Some(id), .. } if id_over_bound(&id) => self.null_owed += 1,
             Classified::Invalid { id: Some(id), .. } => self.ids.entry(id).or_default().owed += 1,

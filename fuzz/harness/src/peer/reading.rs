@@ -49,7 +49,7 @@ pub(super) fn read_object(
             struct Visitor;
             impl<'de> serde::de::Visitor<'de> for Visitor {
                 type Value = Members;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                     f.write_str("an object")
                 }
                 fn visit_map<A: serde::de::MapAccess<'de>>(

@@ -127,7 +127,7 @@ impl Learned {
                     #[serde(rename = "protocolVersion", borrow)]
                     version: Option<Cow<'a, str>>,
                 }
-                let version = serde_json::from_str::<Initialized>(result.get())
+                let version = serde_json::from_str::<Initialized<'_>>(result.get())
                     .ok()
                     .and_then(|i| i.version)
                     .and_then(|v| HeaderValue::from_str(&v).ok());
@@ -193,7 +193,7 @@ impl Learned {
             #[serde(borrow)]
             arguments: Option<&'a RawValue>,
         }
-        let named: Named = params
+        let named: Named<'_> = params
             .filter(|_| headers::name_member(method).is_some())
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();

@@ -139,7 +139,9 @@ impl Conn {
         let peer = builder
             .transport_data(Arc::new(move |id: &RequestId| {
                 let routes = lookup.upgrade()?;
-                let routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+                let routes = routes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let http = routes.requests.get(id)?.http.clone()?;
                 Some(http as Arc<dyn std::any::Any + Send + Sync>)
             }))
@@ -163,7 +165,9 @@ impl Conn {
     }
 
     fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
-        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+        self.routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether the peer has stopped.

@@ -316,7 +316,10 @@ impl State {
 
     /// The peer of 2026-07-28 requests, started (again) when there is none.
     fn shared_conn(&self) -> Arc<Conn> {
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match shared.as_ref() {
             Some(conn) if !conn.is_closed() => Arc::clone(conn),
             _ => {

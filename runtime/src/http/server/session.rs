@@ -36,13 +36,16 @@ impl Session {
     }
 
     fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
     }
 
     fn idle_for(&self) -> Duration {
         self.last_used
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .elapsed()
     }
 
@@ -127,7 +130,9 @@ impl Sessions {
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, Map> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+        self.map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A new session of `owner` around `conn`; sessions that expired make room first.

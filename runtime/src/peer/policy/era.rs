@@ -151,7 +151,7 @@ impl Era {
                 version: Option<Cow<'a, str>>,
             }
             let version = params
-                .and_then(|p| serde_json::from_str::<Initialize>(p.get()).ok())
+                .and_then(|p| serde_json::from_str::<Initialize<'_>>(p.get()).ok())
                 .and_then(|i| i.version);
             let revision = McpRevision::answer_initialize(version.as_deref().unwrap_or_default());
             tracing::debug!(?revision, "the client chose a legacy era with initialize");

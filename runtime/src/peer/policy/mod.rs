@@ -277,7 +277,7 @@ impl Rules {
             && self.is_2026()
             && !self.mcp.task_tools.is_empty()
             && params
-                .and_then(|p| serde_json::from_str::<Call>(p.get()).ok())
+                .and_then(|p| serde_json::from_str::<Call<'_>>(p.get()).ok())
                 .is_some_and(|call| self.mcp.task_tools.contains(call.name))
     }
 
@@ -294,7 +294,7 @@ impl Rules {
             return None;
         }
         let name = params
-            .and_then(|p| serde_json::from_str::<Call>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<Call<'_>>(p.get()).ok())
             .map(|call| call.name.into_owned())?;
         (!self.mcp.task_tools.contains(&name)).then_some(name)
     }
@@ -367,7 +367,7 @@ impl Rules {
             }
             (Kind::Initialize, Ok(result)) if self.protocol == Protocol::Acp => {
                 Ok(edit_json(result, |value| {
-                    acp::declare_draft_cancellation(value, acp::AGENT_CAPABILITIES)
+                    acp::declare_draft_cancellation(value, acp::AGENT_CAPABILITIES);
                 }))
             }
             (Kind::Initialize, Ok(result))
@@ -382,7 +382,7 @@ impl Rules {
                         let era = self.era.as_ref().expect("MCP");
                         let tasks = !self.mcp.task_tools.is_empty();
                         edit_json(result, |value| {
-                            era::edit_discover(value, era.supported(), tasks)
+                            era::edit_discover(value, era.supported(), tasks);
                         })
                     }
                     Kind::Cacheable => edit_json(result, era::edit_cacheable),

@@ -265,7 +265,7 @@ async fn require_bearer(
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
+        .map(reqwest::header::HeaderValue::as_bytes);
     if !bearer.accepts(given) {
         return StatusCode::UNAUTHORIZED.into_response();
     }

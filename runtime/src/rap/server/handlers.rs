@@ -193,12 +193,12 @@ async fn deliver(
     match inner.http.post(callback).json(&result).send().await {
         Ok(response) if response.status().is_success() => {}
         Ok(response) => {
-            tracing::warn!(status = response.status().as_u16(), callback = ?shown(&origin), "the callback refused a tool result")
+            tracing::warn!(status = response.status().as_u16(), callback = ?shown(&origin), "the callback refused a tool result");
         }
         Err(e) => {
             // Without the URL: reqwest's message would quote it, secret and all.
             let error = cancelkit_wire::chain(&e.without_url()).to_string();
-            tracing::warn!(error = ?shown(&error), callback = ?shown(&origin), "cannot deliver a tool result")
+            tracing::warn!(error = ?shown(&error), callback = ?shown(&origin), "cannot deliver a tool result");
         }
     }
 }
@@ -210,7 +210,7 @@ pub(super) async fn cancel_tool_call(State(inner): State<Arc<Inner>>, body: Byte
     match serde_json::from_slice::<ToolCancellation>(&body) {
         // The parser's message can quote the body.
         Err(e) => {
-            tracing::warn!(error = ?shown(&e.to_string()), "ignored a malformed /cancel_tool_call")
+            tracing::warn!(error = ?shown(&e.to_string()), "ignored a malformed /cancel_tool_call");
         }
         Ok(cancel) if !valid_id(&cancel.thread_id) || !valid_id(&cancel.tool_call_id) => {
             tracing::warn!(thread_id = ?shown(&cancel.thread_id), tool_call_id = ?shown(&cancel.tool_call_id), "ignored a /cancel_tool_call with invalid ids");

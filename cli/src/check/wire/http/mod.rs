@@ -78,7 +78,9 @@ pub struct Http {
 }
 
 fn locked(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The certificates of a PEM CA file.
