@@ -25,7 +25,7 @@
 //! not UTF-8; `truncated` marks a frame longer than [`trace::MAX_LINE`], of which only the start is
 //! kept; a final `dropped` record counts the chunks the recorder could not keep up with.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod check;
 pub mod trace;

@@ -41,7 +41,7 @@
 //!
 //! [typify]: https://docs.rs/typify
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod emit;
 mod message;

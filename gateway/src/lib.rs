@@ -8,7 +8,7 @@
 //! The cancellation API ([`front::api`]) cancels runs by run id or bare JSON-RPC id; a cancel
 //! drops the upstream call, and dropping it is what tells the upstream.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod app;
 pub mod auth;

@@ -29,7 +29,7 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 // The generated `request` and `notification` modules name the traits below by the crate's
 // name, as they do in a user's own crate generated with `cancelkit-codegen`.

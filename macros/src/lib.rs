@@ -1,6 +1,8 @@
 //! The `#[cancellable]` attribute. Use it through the `cancelkit` crate, which re-exports it
 //! (`cancelkit::cancellable`) together with the runtime items the expansion refers to.
 
+#![forbid(unsafe_code)]
+
 mod expand;
 
 use proc_macro::TokenStream;

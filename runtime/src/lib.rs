@@ -33,7 +33,7 @@
 //!   `#[cancellable(token = cancellation)]` on the official ACP SDK's `RequestCancellation`;
 //! - [`protocol`]: the generated protocol types (`cancelkit-protocol`), re-exported.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[doc(hidden)]
 #[path = "fuzzing.rs"]

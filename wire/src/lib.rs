@@ -12,7 +12,7 @@
 //! - [`McpRevision`]: the one list of MCP revisions.
 //! - [`chain`]: an error and its causes on one line.
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod admission;
 mod error;

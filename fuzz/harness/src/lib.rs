@@ -10,7 +10,7 @@
 //! and are ignored; any other panic counts, including one inside a tokio task that the runtime
 //! would otherwise swallow (see [`panics`]).
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod framing;
 pub mod panics;
