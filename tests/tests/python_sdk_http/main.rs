@@ -24,3 +24,5 @@
 mod discover;
 mod harness;
 mod initialize;
+#[path = "../support/sdk_http.rs"]
+mod sdk_http;

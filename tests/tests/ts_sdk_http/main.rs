@@ -27,3 +27,5 @@
 
 mod cancels;
 mod harness;
+#[path = "../support/sdk_http.rs"]
+mod sdk_http;
