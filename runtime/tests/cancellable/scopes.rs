@@ -10,11 +10,14 @@ use tokio::sync::oneshot;
 use crate::completion::finish_on_signal;
 use crate::{flag, reason_of};
 
+/// How deep [`level`] goes, and so how many tokens it reports.
+const LEVELS: usize = 3;
+
 /// Three levels; each level reports its token outwards and holds a guard.
 #[cancellable]
 async fn level(
     depth: usize,
-    tokens: tokio::sync::mpsc::UnboundedSender<(usize, CancellationToken)>,
+    tokens: tokio::sync::mpsc::Sender<(usize, CancellationToken)>,
     dropped: Arc<[AtomicBool; 3]>,
     release: Arc<tokio::sync::Notify>,
 ) -> Result<usize, JsonRpcError> {
@@ -25,7 +28,10 @@ async fn level(
         }
     }
     let _guard = Guard(dropped.clone(), depth);
-    tokens.send((depth, cancelkit::current().unwrap())).unwrap();
+    // One token per level, three levels: the channel holds all three (`LEVELS`).
+    tokens
+        .try_send((depth, cancelkit::current().unwrap()))
+        .unwrap();
     let inner = if depth < 2 {
         Box::pin(level(depth + 1, tokens, dropped, release.clone())).await
     } else {
@@ -38,7 +44,7 @@ async fn level(
 
 #[tokio::test]
 async fn cancelling_the_outer_level_cancels_all_three() {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(LEVELS);
     let dropped = Arc::new([
         AtomicBool::new(false),
         AtomicBool::new(false),
@@ -63,7 +69,7 @@ async fn cancelling_the_outer_level_cancels_all_three() {
 
 #[tokio::test]
 async fn cancelling_the_inner_level_leaves_the_outer_running() {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(LEVELS);
     let dropped = Arc::new([
         AtomicBool::new(false),
         AtomicBool::new(false),

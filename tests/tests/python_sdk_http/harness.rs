@@ -2,52 +2,20 @@
 //! http_cancel_interop.py in a scenario and its report (the JSON lines, the tapped wire, the
 //! server's log), and what both eras' client cancels must show.
 
-use std::ffi::OsStr;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 /// The stamp of a 2026-07-28 request's protocol version in `params._meta`.
 pub(crate) const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 
-pub(crate) use crate::sdk_http::{HttpServer, Report};
+pub(crate) use crate::sdk_http::{Report, run_client};
 
 /// Starts a server and runs http_cancel_interop.py against it in one scenario.
 pub(crate) fn run(scenario: &'static str) -> Report {
     let python = cancelkit_tests::python::install();
-    let server = HttpServer::start();
-    let run = cancelkit_tests::python::run(
-        &python,
-        &cancelkit_tests::python::script("http_cancel_interop.py"),
-        &[
-            OsStr::new(&server.url),
-            server.log.path().as_os_str(),
-            OsStr::new(scenario),
-        ],
-        Duration::from_secs(60),
-    );
-    let server_log = server.stop();
-    assert!(
-        run.status.success(),
-        "[{scenario}] the Python client failed ({}):\n{}\n{}\n--- server log ---\n{server_log}",
-        run.status,
-        run.stdout,
-        run.stderr
-    );
-    let events = run
-        .stdout
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("[{scenario}] not a JSON line ({e}): {line}"))
-        })
-        .collect();
-    Report {
-        scenario,
-        events,
-        server_log,
-    }
+    let script = cancelkit_tests::python::script("http_cancel_interop.py");
+    run_client(&python, &script, "Python", scenario)
 }
 
 /// The 2026-07-28 run, shared by the tests that assert on it.

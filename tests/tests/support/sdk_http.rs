@@ -2,8 +2,11 @@
 //! our `mcp_server --http` as a child process, and the report of one run of a client script
 //! (its JSON lines, the tapped wire, the server's log).
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -185,5 +188,48 @@ impl Report {
         all.push_str("\n--- server log ---\n");
         all.push_str(&self.server_log);
         all
+    }
+}
+
+/// Starts a server and runs `interpreter script URL LOG scenario` against it (the `client`, as
+/// failures name it): the client's JSON lines, and the server's log.
+pub(crate) fn run_client(
+    interpreter: &Path,
+    script: &Path,
+    client: &str,
+    scenario: &'static str,
+) -> Report {
+    let server = HttpServer::start();
+    // The support code's runner for scripts: `interpreter script args...` with a time limit.
+    let run = cancelkit_tests::python::run(
+        interpreter,
+        script,
+        &[
+            OsStr::new(&server.url),
+            server.log.path().as_os_str(),
+            OsStr::new(scenario),
+        ],
+        Duration::from_secs(60),
+    );
+    let server_log = server.stop();
+    assert!(
+        run.status.success(),
+        "[{scenario}] the {client} client failed ({}):\n{}\n{}\n--- server log ---\n{server_log}",
+        run.status,
+        run.stdout,
+        run.stderr
+    );
+    let events = run
+        .stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("[{scenario}] not a JSON line ({e}): {line}"))
+        })
+        .collect();
+    Report {
+        scenario,
+        events,
+        server_log,
     }
 }

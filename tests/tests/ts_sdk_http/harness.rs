@@ -2,11 +2,10 @@
 //! scenario and its report (the JSON lines, the tapped wire, the server's log), and the check
 //! of the session every exchange names.
 
-use std::ffi::OsStr;
+use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-pub(crate) use crate::sdk_http::{HttpServer, Report};
+pub(crate) use crate::sdk_http::{Report, run_client};
 
 /// `node`, checked to be there.
 fn node() -> &'static str {
@@ -23,41 +22,9 @@ fn node() -> &'static str {
 /// Starts a server and runs http_cancel.mjs against it in one scenario.
 pub(crate) fn run(scenario: &'static str) -> Report {
     let node_dir = cancelkit_tests::node::install();
-    let node = node();
-    let server = HttpServer::start();
-    // The support code's runner for scripts: `node script args...` with a time limit (node
-    // resolves the SDK from the script's directory, where `install` put it).
-    let run = cancelkit_tests::python::run(
-        std::path::Path::new(node),
-        &node_dir.join("http_cancel.mjs"),
-        &[
-            OsStr::new(&server.url),
-            server.log.path().as_os_str(),
-            OsStr::new(scenario),
-        ],
-        Duration::from_secs(60),
-    );
-    let server_log = server.stop();
-    assert!(
-        run.status.success(),
-        "[{scenario}] the TypeScript client failed ({}):\n{}\n{}\n--- server log ---\n{server_log}",
-        run.status,
-        run.stdout,
-        run.stderr
-    );
-    let events = run
-        .stdout
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("[{scenario}] not a JSON line ({e}): {line}"))
-        })
-        .collect();
-    Report {
-        scenario,
-        events,
-        server_log,
-    }
+    // node resolves the SDK from the script's directory, where `install` put it.
+    let script = node_dir.join("http_cancel.mjs");
+    run_client(Path::new(node()), &script, "TypeScript", scenario)
 }
 
 /// The session every exchange after `initialize` named, checked: `initialize` went without
