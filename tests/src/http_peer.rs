@@ -72,7 +72,11 @@ impl HttpPeer {
             if let Some(status) = self.child.try_wait().expect("poll the server") {
                 return Err(format!("({status})\n{}", self.log()));
             }
-            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+            // A connection to itself (Linux's TCP simultaneous open, when the free port is also
+            // the ephemeral port the connect picked) is not a listener: keep waiting.
+            let listening = TcpStream::connect_timeout(&address, Duration::from_millis(200))
+                .is_ok_and(|stream| stream.local_addr().ok() != stream.peer_addr().ok());
+            if listening {
                 // Someone listens; if it is not our server (the port was taken meanwhile), ours
                 // exits with "address in use", which the next poll sees.
                 std::thread::sleep(Duration::from_millis(50));
