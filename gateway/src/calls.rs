@@ -39,6 +39,9 @@ pub struct CallRequest {
     /// Where progress notifications for the caller go (whole JSON-RPC notifications carrying
     /// the caller's own `progressToken`), if it gave one.
     pub progress: Option<mpsc::Sender<Value>>,
+    /// The run id the front end has already given the client (`/mcp` names it in the
+    /// response's headers before the call starts); a new one when `None`.
+    pub run_id: Option<Arc<str>>,
 }
 
 /// How a call ended.
@@ -132,6 +135,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
         id,
         params,
         progress,
+        run_id: reserved,
     } = request;
     if app.draining() {
         return Err(error_response(
@@ -182,7 +186,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
                 channel,
                 id: id.clone(),
             };
-            match runs.register(key, Some(name.to_owned())).await {
+            match runs.register(key, Some(name.to_owned()), reserved).await {
                 Ok(run) => Some(run),
                 Err(RegisterError::Duplicate) => {
                     return Err(error_response(

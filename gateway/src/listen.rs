@@ -31,6 +31,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::config::Connections;
+use crate::config::DEFAULT_FD_RESERVE;
 
 /// How many connections beyond a cap are answered (once each) at the same time.
 pub const OVERFLOW: usize = 64;
@@ -59,18 +60,33 @@ pub fn bounds(config: &Connections) -> Result<Bounds, String> {
 }
 
 /// The caps of `config` under a descriptor limit of `limit` (`None`: unknown, no fitting).
+///
+/// The reserve is the configured one, or [`DEFAULT_FD_RESERVE`] fitted to the limit (a quarter
+/// of it at most, so a limit of 256 still serves 128 connections); a configured reserve that
+/// leaves no room is an error, as nothing else can honour it. The per-address cap is the
+/// configured one, or a sixteenth of the connections in force (at least 1), within them.
 fn fit(config: &Connections, limit: Option<u64>) -> Result<Bounds, String> {
     let mut max_connections = config.max_connections;
     if let Some(limit) = limit {
-        let spare = usize::try_from(limit)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(config.fd_reserve + OVERFLOW);
+        let limit_fds = usize::try_from(limit).unwrap_or(usize::MAX);
+        let reserve = config
+            .fd_reserve
+            .unwrap_or_else(|| DEFAULT_FD_RESERVE.min(limit_fds / 4));
+        let spare = limit_fds.saturating_sub(reserve + OVERFLOW);
         if spare == 0 {
+            let what = if config.fd_reserve.is_some() {
+                "`connections.fd_reserve`"
+            } else {
+                "the descriptors kept in reserve"
+            };
             return Err(format!(
-                "the descriptor limit ({limit}) leaves no room for connections beside \
-                 `connections.fd_reserve` ({}) and {OVERFLOW} for connections beyond the cap: \
-                 raise `ulimit -n` or lower the reserve",
-                config.fd_reserve
+                "the descriptor limit ({limit}) leaves no room for connections beside {what} \
+                 ({reserve}) and {OVERFLOW} for connections beyond the cap: raise `ulimit -n`{}",
+                if config.fd_reserve.is_some() {
+                    " or lower the reserve"
+                } else {
+                    ""
+                }
             ));
         }
         if spare < max_connections {
@@ -78,14 +94,18 @@ fn fit(config: &Connections, limit: Option<u64>) -> Result<Bounds, String> {
                 configured = max_connections,
                 fitted = spare,
                 descriptor_limit = limit,
+                fd_reserve = reserve,
                 "connections.max_connections lowered to fit the descriptor limit"
             );
             max_connections = spare;
         }
     }
+    let max_per_ip = config
+        .max_connections_per_ip
+        .unwrap_or((max_connections / 16).max(1));
     Ok(Bounds {
         max_connections,
-        max_per_ip: config.max_connections_per_ip.min(max_connections),
+        max_per_ip: max_per_ip.min(max_connections),
     })
 }
 
@@ -304,7 +324,7 @@ mod tests {
     fn config(max_connections: usize, per_ip: usize) -> Connections {
         Connections {
             max_connections,
-            max_connections_per_ip: per_ip,
+            max_connections_per_ip: Some(per_ip),
             ..Connections::default()
         }
     }
@@ -313,11 +333,38 @@ mod tests {
     fn the_cap_fits_under_the_descriptor_limit_with_the_reserve_kept() {
         let config = config(4096, 256);
         let fitted = fit(&config, Some(1024)).unwrap();
-        assert_eq!(fitted.max_connections, 1024 - config.fd_reserve - OVERFLOW);
+        assert_eq!(
+            fitted.max_connections,
+            1024 - DEFAULT_FD_RESERVE - OVERFLOW
+        );
         assert_eq!(fit(&config, Some(1_000_000)).unwrap().max_connections, 4096);
         assert_eq!(fit(&config, None).unwrap().max_connections, 4096);
-        let error = fit(&config, Some(100)).unwrap_err();
+        // The default reserve fits a small limit: 256 descriptors still serve 128 connections
+        // (a quarter kept in reserve, 64 for connections beyond the cap).
+        let small = fit(&Connections::default(), Some(256)).unwrap();
+        assert_eq!(small.max_connections, 256 - 64 - OVERFLOW);
+        assert_eq!(small.max_per_ip, small.max_connections / 16);
+        // A configured reserve is kept as given: one that leaves nothing is an error.
+        let given = Connections {
+            fd_reserve: Some(256),
+            ..Connections::default()
+        };
+        let error = fit(&given, Some(256)).unwrap_err();
         assert!(error.contains("fd_reserve"), "{error}");
+        let error = fit(&Connections::default(), Some(64)).unwrap_err();
+        assert!(error.contains("ulimit -n"), "{error}");
+    }
+
+    #[test]
+    fn the_per_address_cap_follows_the_connections_in_force() {
+        let derived = fit(&Connections::default(), None).unwrap();
+        assert_eq!((derived.max_connections, derived.max_per_ip), (4096, 256));
+        let few = Connections {
+            max_connections: 8,
+            ..Connections::default()
+        };
+        assert_eq!(fit(&few, None).unwrap().max_per_ip, 1);
+        assert_eq!(fit(&config(3, 10), None).unwrap().max_per_ip, 3);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! a user at their share is refused with an error naming it while everyone else is served, the
 //! bounds hold with cancellation switched off, a token that grants nothing is refused before any
 //! work, a run id names only its run, and an admin's cancel of a bare id that names no run yet
-//! must say whose run it waits for. Real gateway processes on loopback.
+//! waits for the race window, for the user it names if it names one. Real gateway processes on
+//! loopback.
 
 mod support;
 
@@ -70,6 +71,14 @@ async fn one_user_at_their_share_of_calls_is_refused_while_others_are_served() {
     a_full_share_refuses_only_its_user(&gateway, "limits.max_runs_per_user", 2).await;
 }
 
+/// The operator configured only the bound: the per-user share follows it (a tenth, at least
+/// 1), so one user never holds every slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_only_the_bound_configured_one_user_still_gets_only_a_share() {
+    let gateway = gateway_with("[limits]\nmax_runs = 8\n");
+    a_full_share_refuses_only_its_user(&gateway, "limits.max_runs_per_user", 1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bounds_on_calls_hold_with_cancellation_switched_off() {
     let gateway = Gateway::with(Options {
@@ -124,7 +133,7 @@ async fn one_users_finished_calls_never_push_out_another_users_status() {
     assert_eq!(kept.body["state"], "completed");
     // Alice keeps her newest three; her oldest went.
     assert_eq!(status(&gateway, "alice", &alices[19]).await.status, 200);
-    assert_eq!(status(&gateway, "alice", &alices[16]).await.status, 403);
+    assert_eq!(status(&gateway, "alice", &alices[16]).await.status, 404);
     let metrics = support::metrics(&gateway).await;
     assert_eq!(
         metric(
@@ -175,17 +184,33 @@ async fn waiting_cancels_have_a_share_per_user_and_are_never_evicted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admins_bare_id_cancel_waits_only_for_the_user_it_names() {
-    let gateway = Gateway::start();
+async fn an_admins_queued_cancel_holds_for_the_race_window_and_waits_for_the_user_it_names() {
+    let gateway = gateway_with("[cancellation]\ntombstone_ttl = \"2s\"\n");
+    // Seed 004's body, no user: queued, and it stops the next run so named, whoever's.
     let unscoped = cancel(&gateway, "admin", "later", Some("early")).await;
-    assert_eq!(unscoped.status, 404, "{}", unscoped.text);
-    assert!(unscoped.detail().contains("\"user\""), "{}", unscoped.text);
-    let mallorys = rpc(&gateway, "mallory", &echo_call(json!("later"), "mine")).await;
+    assert_eq!(unscoped.status, 200, "{}", unscoped.text);
     assert_eq!(
-        mallorys.body["result"]["content"][0]["text"], "mine",
-        "no unscoped tombstone was left: {}",
-        mallorys.text
+        unscoped.body,
+        json!({"status": "queued", "requestId": "later", "reason": "early"})
     );
+    let mallorys = rpc(&gateway, "mallory", &sleep_call(json!("later"), 30.0)).await;
+    let hit = mallorys.run_id.clone().expect("Cancelkit-Run-Id");
+    assert_cancelled(&mallorys, &json!("later"), &hit, Some("early"));
+    // The status says which run the queued cancel hit, and when it was queued.
+    let after = status(&gateway, "admin", "later").await;
+    assert_eq!(after.body["run_id"], hit.as_str(), "{}", after.text);
+    assert_eq!(after.body["cancel_source"], "api");
+    let queued_at = after.body["cancel_queued_at"].as_f64().expect("cancel_queued_at");
+    assert!(queued_at <= after.body["registered_at"].as_f64().unwrap());
+    // It stopped one run only.
+    let carols = rpc(&gateway, "carol", &echo_call(json!("later"), "mine")).await;
+    assert_eq!(carols.body["result"]["content"][0]["text"], "mine", "{}", carols.text);
+    // Past the race window, a queued cancel stops nothing.
+    let stale = cancel(&gateway, "admin", "gone", None).await;
+    assert_eq!(stale.body["status"], "queued", "{}", stale.text);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let late = rpc(&gateway, "mallory", &echo_call(json!("gone"), "ran")).await;
+    assert_eq!(late.body["result"]["content"][0]["text"], "ran", "{}", late.text);
     let scoped = cancel_with(
         &gateway,
         "admin",

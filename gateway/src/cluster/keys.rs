@@ -225,6 +225,7 @@ mod tests {
             cancelled_at: None,
             cancel_reason: None,
             cancel_source: None,
+            cancel_queued_at: None,
         };
         assert_eq!(
             rid_sets_of(&record(RequestId::Number(1), "al:ice")),

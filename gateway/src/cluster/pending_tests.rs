@@ -14,6 +14,7 @@ fn record() -> Op {
         cancelled_at: None,
         cancel_reason: None,
         cancel_source: None,
+        cancel_queued_at: None,
     })
 }
 
@@ -28,6 +29,7 @@ fn tombstone(id: &str, scope: Option<&str>) -> Op {
         selector: "7".into(),
         scope: scope.map(str::to_owned),
         reason: None,
+        made_at: unix_now(),
         expires_at: unix_now() + 30.0,
     })
 }

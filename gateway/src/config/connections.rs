@@ -5,6 +5,10 @@ use std::time::Duration;
 use super::file::ConnectionsFile;
 use super::{parse_duration, positive};
 
+/// Descriptors kept for upstreams, Redis and the log when the limit allows (see
+/// [`Connections::fd_reserve`]).
+pub const DEFAULT_FD_RESERVE: usize = 256;
+
 /// `[connections]`: the bounds of client connections (see [`crate::listen`]).
 #[derive(Debug, Clone)]
 pub struct Connections {
@@ -13,10 +17,13 @@ pub struct Connections {
     pub header_timeout: Duration,
     /// Connections served at once.
     pub max_connections: usize,
-    /// Of those, from one client address.
-    pub max_connections_per_ip: usize,
-    /// Descriptors kept for everything but client connections (upstreams, Redis, the log).
-    pub fd_reserve: usize,
+    /// Of those, from one client address; `None`: a sixteenth of the connections in force
+    /// (256 of the default 4,096), so that one address never holds them all.
+    pub max_connections_per_ip: Option<usize>,
+    /// Descriptors kept for everything but client connections (upstreams, Redis, the log);
+    /// `None`: fitted to the descriptor limit found at start ([`DEFAULT_FD_RESERVE`], or a
+    /// quarter of a smaller limit).
+    pub fd_reserve: Option<usize>,
     /// Whether HTTP/2 (cleartext, by prior knowledge) is served.
     pub http2: bool,
 }
@@ -26,8 +33,8 @@ impl Default for Connections {
         Connections {
             header_timeout: Duration::from_secs(10),
             max_connections: 4096,
-            max_connections_per_ip: 256,
-            fd_reserve: 256,
+            max_connections_per_ip: None,
+            fd_reserve: None,
             http2: false,
         }
     }
@@ -51,13 +58,16 @@ pub(super) fn resolve(file: &ConnectionsFile) -> Result<Connections, (&'static s
             defaults.max_connections,
         )
         .map_err(|e| ("connections.max_connections", e))?,
-        max_connections_per_ip: positive(
-            "connections.max_connections_per_ip",
-            file.max_connections_per_ip,
-            defaults.max_connections_per_ip,
-        )
-        .map_err(|e| ("connections.max_connections_per_ip", e))?,
-        fd_reserve: file.fd_reserve.unwrap_or(defaults.fd_reserve),
+        max_connections_per_ip: match file.max_connections_per_ip {
+            Some(0) => {
+                return Err((
+                    "connections.max_connections_per_ip",
+                    "must be at least 1".into(),
+                ));
+            }
+            given => given,
+        },
+        fd_reserve: file.fd_reserve,
         http2: file.http2.unwrap_or(false),
     })
 }

@@ -32,20 +32,84 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
+        let mut limits = Limits {
             max_body_bytes: 4 * 1024 * 1024,
             max_runs: 10_000,
             max_retained: 100_000,
             max_tombstones: 10_000,
             max_sessions: 10_000,
-            max_runs_per_user: 1_000,
-            max_sessions_per_user: 100,
-            max_retained_per_user: 10_000,
-            max_tombstones_per_user: 1_000,
+            max_runs_per_user: 0,
+            max_sessions_per_user: 0,
+            max_retained_per_user: 0,
+            max_tombstones_per_user: 0,
             max_upstream_calls: 1_000,
-            max_upstream_calls_per_user: 100,
+            max_upstream_calls_per_user: 0,
+        };
+        for share in SHARES {
+            *(share.share)(&mut limits) = default_share((share.bound)(&limits), share.divisor);
         }
+        limits
     }
+}
+
+/// One per-user share and the global bound it divides.
+struct Share {
+    /// Its key.
+    key: &'static str,
+    /// Its bound's key.
+    bound_key: &'static str,
+    /// Its bound.
+    bound: fn(&Limits) -> usize,
+    /// The share.
+    share: fn(&mut Limits) -> &mut usize,
+    /// The default share is the bound divided by this (at least 1).
+    divisor: usize,
+}
+
+/// Every share, and how its default follows its bound: a tenth of it (a hundredth for
+/// sessions, which a client opens one of), so that with only the bounds configured no one user
+/// can take everything (`max_runs = 8` leaves each user 1).
+const SHARES: [Share; 5] = [
+    Share {
+        key: "limits.max_runs_per_user",
+        bound_key: "limits.max_runs",
+        bound: |l| l.max_runs,
+        share: |l| &mut l.max_runs_per_user,
+        divisor: 10,
+    },
+    Share {
+        key: "limits.max_sessions_per_user",
+        bound_key: "limits.max_sessions",
+        bound: |l| l.max_sessions,
+        share: |l| &mut l.max_sessions_per_user,
+        divisor: 100,
+    },
+    Share {
+        key: "limits.max_retained_per_user",
+        bound_key: "limits.max_retained",
+        bound: |l| l.max_retained.max(1),
+        share: |l| &mut l.max_retained_per_user,
+        divisor: 10,
+    },
+    Share {
+        key: "limits.max_tombstones_per_user",
+        bound_key: "limits.max_tombstones",
+        bound: |l| l.max_tombstones.max(1),
+        share: |l| &mut l.max_tombstones_per_user,
+        divisor: 10,
+    },
+    Share {
+        key: "limits.max_upstream_calls_per_user",
+        bound_key: "limits.max_upstream_calls",
+        bound: |l| l.max_upstream_calls,
+        share: |l| &mut l.max_upstream_calls_per_user,
+        divisor: 10,
+    },
+];
+
+/// The default share of a bound: `bound / divisor`, at least 1.
+fn default_share(bound: usize, divisor: usize) -> usize {
+    (bound / divisor).max(1)
 }
 
 /// Resolves `[limits]`: every bound at least 1 where 0 makes no sense, every share within its
@@ -84,77 +148,63 @@ pub(super) fn resolve(
         .map_err(|e| key_error("limits.max_upstream_calls", e))?,
         max_upstream_calls_per_user: 0,
     };
-    per_user_shares(limits, file, &defaults, key_error)
+    per_user_shares(limits, file, key_error)
 }
 
-/// The per-user shares: each at least 1 and at most its global bound (a share above the bound
-/// is an error, so an operator never believes a user may hold more than the gateway does).
+/// The per-user shares: each given one at least 1 and at most its global bound (a share above
+/// the bound is an error, so an operator never believes a user may hold more than the gateway
+/// does), each one not given derived from its bound. A share equal to its bound lets one user
+/// take everything: warned about at start (see [`Limits::warnings`]).
 fn per_user_shares(
     mut limits: Limits,
     file: &LimitsFile,
-    defaults: &Limits,
     key_error: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<Limits, ConfigError> {
-    let shares: [(&str, Option<usize>, usize, usize, &str); 5] = [
-        (
-            "limits.max_runs_per_user",
-            file.max_runs_per_user,
-            defaults.max_runs_per_user,
-            limits.max_runs,
-            "limits.max_runs",
-        ),
-        (
-            "limits.max_sessions_per_user",
-            file.max_sessions_per_user,
-            defaults.max_sessions_per_user,
-            limits.max_sessions,
-            "limits.max_sessions",
-        ),
-        (
-            "limits.max_retained_per_user",
-            file.max_retained_per_user,
-            defaults.max_retained_per_user,
-            limits.max_retained.max(1),
-            "limits.max_retained",
-        ),
-        (
-            "limits.max_tombstones_per_user",
-            file.max_tombstones_per_user,
-            defaults.max_tombstones_per_user,
-            limits.max_tombstones.max(1),
-            "limits.max_tombstones",
-        ),
-        (
-            "limits.max_upstream_calls_per_user",
-            file.max_upstream_calls_per_user,
-            defaults.max_upstream_calls_per_user,
-            limits.max_upstream_calls,
-            "limits.max_upstream_calls",
-        ),
+    let given = [
+        file.max_runs_per_user,
+        file.max_sessions_per_user,
+        file.max_retained_per_user,
+        file.max_tombstones_per_user,
+        file.max_upstream_calls_per_user,
     ];
-    let mut resolved = [0usize; 5];
-    for (i, (key, value, default, bound, bound_key)) in shares.into_iter().enumerate() {
-        resolved[i] = match value {
-            Some(0) => return Err(key_error(key, "must be at least 1".into())),
+    for (share, value) in SHARES.iter().zip(given) {
+        let bound = (share.bound)(&limits);
+        *(share.share)(&mut limits) = match value {
+            Some(0) => return Err(key_error(share.key, "must be at least 1".into())),
             Some(n) if n > bound => {
                 return Err(key_error(
-                    key,
+                    share.key,
                     format!(
-                        "{n} is more than `{bound_key}` ({bound}): a share cannot exceed its bound"
+                        "{n} is more than `{}` ({bound}): a share cannot exceed its bound",
+                        share.bound_key
                     ),
                 ));
             }
             Some(n) => n,
-            // A default share never exceeds a smaller configured bound.
-            None => default.min(bound),
+            None => default_share(bound, share.divisor),
         };
     }
-    [
-        limits.max_runs_per_user,
-        limits.max_sessions_per_user,
-        limits.max_retained_per_user,
-        limits.max_tombstones_per_user,
-        limits.max_upstream_calls_per_user,
-    ] = resolved;
     Ok(limits)
+}
+
+impl Limits {
+    /// What the gateway warns about at start: each share that is not below its bound, so one
+    /// user can hold all of it (a single-user gateway may mean that; anyone else should lower
+    /// the share or raise the bound).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut limits = self.clone();
+        SHARES
+            .iter()
+            .filter_map(|share| {
+                let bound = (share.bound)(self);
+                let held = *(share.share)(&mut limits);
+                (held >= bound).then(|| {
+                    format!(
+                        "`{}` ({held}) is not below `{}` ({bound}): one user can take all of it",
+                        share.key, share.bound_key
+                    )
+                })
+            })
+            .collect()
+    }
 }

@@ -18,7 +18,7 @@ pub use auth::{
     Auth, DEFAULT_JWKS_MIN_REFRESH, DEFAULT_JWKS_REFRESH, DEFAULT_LEEWAY, JwksSettings, JwksSource,
     PublicKeyFile, REDACTED,
 };
-pub use connections::Connections;
+pub use connections::{Connections, DEFAULT_FD_RESERVE};
 use file::File;
 pub use limits::Limits;
 pub use network::Tls;
@@ -26,6 +26,12 @@ pub use upstreams::{Transport, Upstream};
 
 /// How often an idle `/mcp` event stream gets a keep-alive comment by default.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long a cancel that found no run waits for it by default (`cancellation.tombstone_ttl`):
+/// the race window in which an operator's cancel applies to a call that registers just after
+/// it (through another worker, or sent just before the call arrives). Seconds, so that a
+/// cancel by a common bare id (SDK clients number every session's requests from 0) is not
+/// left to stop some unrelated later call.
+pub const DEFAULT_TOMBSTONE_TTL: Duration = Duration::from_secs(5);
 
 /// The configuration bundled with the binary (`gateway/gateway.toml`), used when no `--config`
 /// is given.
@@ -115,7 +121,8 @@ pub struct Cancellation {
     pub enabled: bool,
     /// How long a finished run's status stays readable.
     pub status_retention: Duration,
-    /// How long a cancel for a run not registered yet waits for it.
+    /// How long a cancel for a run not registered yet waits for it: the race window
+    /// ([`DEFAULT_TOMBSTONE_TTL`]).
     pub tombstone_ttl: Duration,
     /// A `tools/call` running longer is cancelled (source `timeout`); `None`: no limit.
     pub tool_timeout: Option<Duration>,
@@ -243,7 +250,7 @@ impl Config {
             tombstone_ttl: duration(
                 "cancellation.tombstone_ttl",
                 &parsed.cancellation.tombstone_ttl,
-                Duration::from_secs(30),
+                DEFAULT_TOMBSTONE_TTL,
             )?,
             tool_timeout,
         };

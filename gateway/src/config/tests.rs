@@ -123,3 +123,50 @@ fn redis_without_a_shared_secret_refuses_to_start() {
     let e = config.check_startup().unwrap_err();
     assert!(e.contains("JWT_SECRET_KEY"), "{e}");
 }
+
+#[test]
+fn per_user_shares_follow_their_bounds_and_a_share_at_its_bound_is_warned_about() {
+    let defaults = load("").unwrap().limits;
+    assert_eq!(
+        (
+            defaults.max_runs_per_user,
+            defaults.max_sessions_per_user,
+            defaults.max_retained_per_user,
+            defaults.max_tombstones_per_user,
+            defaults.max_upstream_calls_per_user
+        ),
+        (1_000, 100, 10_000, 1_000, 100)
+    );
+    assert!(defaults.warnings().is_empty(), "{:?}", defaults.warnings());
+    // Only the bounds configured: each share follows its own, below it.
+    let small = load(
+        "[limits]\nmax_runs = 8\nmax_sessions = 8\nmax_retained = 50\nmax_tombstones = 30\n\
+         max_upstream_calls = 40\n",
+    )
+    .unwrap()
+    .limits;
+    assert_eq!(
+        (
+            small.max_runs_per_user,
+            small.max_sessions_per_user,
+            small.max_retained_per_user,
+            small.max_tombstones_per_user,
+            small.max_upstream_calls_per_user
+        ),
+        (1, 1, 5, 3, 4)
+    );
+    assert!(small.warnings().is_empty(), "{:?}", small.warnings());
+    // A bound of 1 leaves a share of 1, equal to it: warned about, as is a share given equal
+    // to its bound; a share above its bound is an error.
+    let one = load("[limits]\nmax_runs = 1\nmax_sessions = 50\nmax_sessions_per_user = 50\n")
+        .unwrap()
+        .limits;
+    let warnings = one.warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains("`limits.max_runs_per_user` (1)"), "{warnings:?}");
+    assert!(warnings[1].contains("`limits.max_sessions` (50)"), "{warnings:?}");
+    let e = load("[limits]\nmax_runs = 8\nmax_runs_per_user = 9\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`limits.max_runs_per_user`") && e.contains("(8)"), "{e}");
+}

@@ -2,9 +2,10 @@
 //! (also under `/v1/`), with the seed's bodies.
 //!
 //! Permission `admin.system_config` acts on every run. A caller without it acts on its own
-//! runs only and gets 403 for every other id, whether a run exists under it or not, so nothing
-//! about other users' runs is revealed. A bare JSON-RPC id that names several runs the caller
-//! may see is refused with 409: the run id (`result._meta["io.cancelkit/runId"]`) says which.
+//! runs only: for every other id, whether a run exists under it or not, its cancel is
+//! `queued` (waiting for a run of its own) and its status read 404, so nothing about other
+//! users' runs is revealed. A bare JSON-RPC id names the one run of it still live (finished
+//! ones never make it ambiguous); several live ones get 409 with their run ids.
 
 use std::sync::Arc;
 
@@ -28,16 +29,7 @@ pub const MAX_REASON_LEN: usize = 4096;
 
 fn refuse(error: ApiError) -> Response {
     match error {
-        ApiError::Forbidden => detail(
-            StatusCode::FORBIDDEN,
-            "Forbidden: you may cancel and read only your own runs",
-        ),
         ApiError::NotFound => detail(StatusCode::NOT_FOUND, "Run not found"),
-        ApiError::NoRunYet => detail(
-            StatusCode::NOT_FOUND,
-            "No run has this requestId yet. A cancel by bare id that waits for its run must say \
-             whose run it is: add \"user\": \"<subject>\" (or cancel by run id)",
-        ),
         ApiError::UserNotAllowed => detail(
             StatusCode::FORBIDDEN,
             "Forbidden: only admin.system_config may name a `user`",
@@ -60,13 +52,19 @@ fn refuse(error: ApiError) -> Response {
                 )
             },
         ),
-        ApiError::Ambiguous(n) => detail(
+        ApiError::Ambiguous(runs) => (
             StatusCode::CONFLICT,
-            format!(
-                "requestId names {n} runs; use the run id (result._meta[\"io.cancelkit/runId\"], \
-                 error.data.runId or the Cancelkit-Run-Id header) to say which"
-            ),
-        ),
+            axum::Json(serde_json::json!({
+                "detail": format!(
+                    "requestId names {} live runs; cancel one by its run id (listed in run_ids; \
+                     a call's run id is in its Cancelkit-Run-Id header, \
+                     result._meta[\"io.cancelkit/runId\"] and error.data.runId)",
+                    runs.len()
+                ),
+                "run_ids": runs,
+            })),
+        )
+            .into_response(),
     }
 }
 
@@ -154,7 +152,7 @@ pub async fn status(
         return super::unprocessable(e);
     }
     match runs.status(&request_id, &caller).await {
-        Ok(record) => axum::Json(record.status_body()).into_response(),
+        Ok(status) => axum::Json(status.body()).into_response(),
         Err(e) => refuse(e),
     }
 }

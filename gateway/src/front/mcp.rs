@@ -12,13 +12,17 @@
 //!   2026-07-28 a closed stream), and when the session ends (`DELETE`, expiry); the handler
 //!   cancels the run with the matching source (`client`, `disconnect`). A run cancelled from
 //!   the API is answered -32800.
+//! - A `tools/call`'s response names its run from its first byte: the header
+//!   `Cancelkit-Run-Id` (as on `/rpc`), and `_meta["io.cancelkit/runId"]` in every progress
+//!   event and in the result, so the API can cancel it by run id while it runs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use cancelkit::http::server::{HttpRequest, McpHttpServer};
@@ -31,8 +35,9 @@ use tokio::sync::mpsc;
 
 use crate::app::{App, server_info};
 use crate::auth::Caller;
-use crate::calls::{self, CallRequest};
-use crate::runs::record::CancelSource;
+use crate::calls::{self, CallRequest, RUN_ID_META};
+use crate::front::rpc::RUN_ID_HEADER;
+use crate::runs::record::{CancelSource, new_run_id};
 use crate::upstream::PROGRESS_BUFFER;
 
 /// A session unused this long (nothing in flight, no stream open) is ended.
@@ -61,8 +66,31 @@ pub fn service(app: &Arc<App>) -> axum::Router {
                 .map(|caller| caller.sub.to_string())
         })
         .stop_streams_on(app.stopping.clone())
+        .on_request({
+            let tracked = app.runs.is_some();
+            move |method, parts| reserve_run_id(tracked, method, parts)
+        })
         .into_router()
         .layer(axum::middleware::from_fn(require_execute))
+}
+
+/// The run id a `tools/call` will run under, chosen before its handler starts so that the
+/// response's head names it (`Cancelkit-Run-Id`, as on `/rpc`): a client learns it when the
+/// call starts, not only from its answer. A call refused before it runs (an unknown tool, a
+/// limit) never registers it: its status is then 404.
+#[derive(Debug, Clone)]
+struct ReservedRunId(Arc<str>);
+
+fn reserve_run_id(tracked: bool, method: &str, parts: &mut Parts) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if tracked && method == "tools/call" {
+        let run_id = new_run_id();
+        if let Ok(value) = HeaderValue::from_str(&run_id) {
+            headers.insert(RUN_ID_HEADER, value);
+        }
+        parts.extensions.insert(ReservedRunId(run_id));
+    }
+    headers
 }
 
 /// 403 for a caller without `tools.execute`.
@@ -143,6 +171,7 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
             NEXT_CHANNEL.fetch_add(1, Ordering::Relaxed)
         )),
     };
+    let reserved = http.extensions().get::<ReservedRunId>().map(|r| Arc::clone(&r.0));
     let (progress_tx, mut progress) = mpsc::channel(PROGRESS_BUFFER);
     let request = CallRequest {
         caller,
@@ -150,11 +179,13 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
         id: http.client_id().clone(),
         params,
         progress: Some(progress_tx),
+        run_id: reserved,
     };
     let mut call = match calls::start(&app, request).await {
         Ok(call) => call,
         Err(response) => return answer(response, legacy),
     };
+    let run_id = call.run_id().map(str::to_owned);
     let waited = loop {
         tokio::select! {
             biased;
@@ -168,7 +199,7 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
                 };
                 break Waited::Cancelled(source, reason);
             }
-            Some(note) = progress.recv() => forward_progress(&cx, note).await,
+            Some(note) = progress.recv() => forward_progress(&cx, note, run_id.as_deref()).await,
             outcome = call.outcome() => break Waited::Outcome(outcome),
         }
     };
@@ -176,7 +207,7 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
         Waited::Outcome(outcome) => {
             // Progress the run sent before its answer goes first.
             while let Ok(note) = progress.try_recv() {
-                forward_progress(&cx, note).await;
+                forward_progress(&cx, note, run_id.as_deref()).await;
             }
             answer(call.response(&outcome), legacy)
         }
@@ -194,9 +225,19 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
     }
 }
 
-/// A progress notification of the run (with the token the handler was given) to the client.
-async fn forward_progress(cx: &Context, note: Value) {
-    let params = note.get("params").cloned().unwrap_or(Value::Null);
+/// A progress notification of the run (with the token the handler was given) to the client,
+/// its `_meta` naming the run (`io.cancelkit/runId`, as in the result): a client that reads
+/// no headers learns the run id from the call's first progress event.
+async fn forward_progress(cx: &Context, note: Value, run_id: Option<&str>) {
+    let mut params = note.get("params").cloned().unwrap_or(Value::Null);
+    if let (Some(run_id), Some(object)) = (run_id, params.as_object_mut()) {
+        let meta = object
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(RUN_ID_META.to_owned(), Value::String(run_id.to_owned()));
+        }
+    }
     if cx
         .peer()
         .notify("notifications/progress", params)

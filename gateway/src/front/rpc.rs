@@ -106,6 +106,7 @@ pub async fn rpc(
                     id,
                     params,
                     progress: None,
+                    run_id: None,
                 };
                 let mut call = match calls::start(&app, request).await {
                     Ok(call) => call,

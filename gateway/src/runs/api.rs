@@ -39,11 +39,11 @@ impl Runs {
         found
     }
 
-    /// The runs the caller may see that `selector` names, on every worker; and whether the
-    /// other workers could be asked.
-    async fn visible(&self, selector: &str, caller: &Caller) -> (Vec<RunRecord>, bool) {
+    /// The runs the caller may see that `selector` names, on every worker that can be asked
+    /// (while Redis is away, only this one: a cancel that finds nothing then waits as a
+    /// tombstone, which reaches the others when Redis is back).
+    async fn visible(&self, selector: &str, caller: &Caller) -> Vec<RunRecord> {
         let mut found = self.local_matches(selector);
-        let mut complete = true;
         // A run id names one run: found here, there is nothing to ask the others.
         let settled = record::is_run_id(selector) && found.iter().any(|r| r.run_id == selector);
         if let Some(cluster) = self.cluster().filter(|_| !settled) {
@@ -57,29 +57,38 @@ impl Runs {
                         }
                     }
                 }
-                Err(e) => {
-                    tracing::debug!("lookup on the other workers failed: {e}");
-                    complete = false;
-                }
+                Err(e) => tracing::debug!("lookup on the other workers failed: {e}"),
             }
         }
         found.retain(|r| caller.may_act_for(&r.owner) && r.matches(selector));
-        (found, complete)
+        found
     }
 
-    /// `GET /cancellation/status/{requestId}`.
-    pub async fn status(&self, selector: &str, caller: &Caller) -> Result<RunRecord, ApiError> {
-        let (mut found, _) = self.visible(selector, caller).await;
-        match found.len() {
-            0 if caller.is_admin() => Err(ApiError::NotFound),
-            0 => Err(ApiError::Forbidden),
-            1 => Ok(found.remove(0)),
-            n => Err(ApiError::Ambiguous(n)),
+    /// `GET /cancellation/status/{requestId}`: the run the selector names that a cancel would
+    /// act on — the one still live, else the newest — and the run ids of the others it names
+    /// (a client that numbers its requests per session reuses its ids, so a bare id may name
+    /// finished runs beside the live one). 404 when it names none the caller may see.
+    pub async fn status(&self, selector: &str, caller: &Caller) -> Result<Status, ApiError> {
+        let found = self.visible(selector, caller).await;
+        let mut found = by_relevance(found);
+        if found.is_empty() {
+            return Err(ApiError::NotFound);
         }
+        let record = found.remove(0);
+        let others = found.into_iter().map(|r| r.run_id).collect();
+        Ok(Status { record, others })
     }
 
-    /// `POST /cancellation/cancel`. `user` (an admin's only) says whose run a cancel that
-    /// finds nothing waits for.
+    /// `POST /cancellation/cancel`. `user` (an admin's only) narrows a bare id to that user's
+    /// runs, and says whose run a cancel that finds none waits for.
+    ///
+    /// The run a bare id names is the one still live: finished runs with the same id (a
+    /// client reusing its ids in a new session) never make a cancel ambiguous. Several live
+    /// runs do (409, the run ids say which). A cancel that finds no live run is `queued`: a
+    /// bare id, or a run id not seen yet, waits as a tombstone for the race window
+    /// (`tombstone_ttl`) and stops the first matching run that registers in it — one of the
+    /// caller's own for a user, one of the named `user`'s when an admin names one, anyone's
+    /// for an admin who does not.
     pub async fn cancel(
         &self,
         selector: &str,
@@ -90,66 +99,71 @@ impl Runs {
         if user.is_some() && !caller.is_admin() {
             return Err(ApiError::UserNotAllowed);
         }
-        let (mut found, complete) = self.visible(selector, caller).await;
+        let mut found = self.visible(selector, caller).await;
         if let Some(user) = user {
             found.retain(|r| r.owner == user);
         }
-        match found.len() {
-            0 => {
-                // Nothing the caller may see. An admin's cancel waits for the run: one run id
-                // names one run whoever owns it, a bare id only the runs of the user the admin
-                // names. A user's own cancel waits when the other workers cannot be asked
-                // (their run may be there).
-                let scope = if caller.is_admin() {
-                    match user {
-                        Some(user) => Some(user.to_owned()),
-                        None if record::is_run_id(selector) => None,
-                        None => return Err(ApiError::NoRunYet),
-                    }
-                } else if !complete {
-                    Some(caller.sub.to_string())
-                } else {
-                    return Err(ApiError::Forbidden);
-                };
-                self.leave_tombstone(selector, scope, reason, &caller.sub)?;
-                Ok(CancelOutcome::Queued)
+        let found = by_relevance(found);
+        let live: Vec<&RunRecord> = found.iter().filter(|r| is_live(r)).collect();
+        match live.as_slice() {
+            [] => {}
+            [record] => return self.cancel_found(record, caller, reason).await,
+            several => {
+                return Err(ApiError::Ambiguous(
+                    several.iter().map(|r| r.run_id.clone()).collect(),
+                ));
             }
-            1 => {
-                let record = found.remove(0);
-                if record.worker == self.settings.worker {
-                    if self.cancel_live(&record.run_id, CancelSource::Api, reason) {
-                        return Ok(CancelOutcome::Cancelled);
-                    }
-                    // Ended meanwhile, or retained.
-                    let now = self.local_matches(&record.run_id);
-                    let cancelled = now.first().unwrap_or(&record).state == RunState::Cancelled;
-                    return Ok(if cancelled {
-                        CancelOutcome::Cancelled
-                    } else {
-                        CancelOutcome::Queued
-                    });
-                }
-                match record.state {
-                    RunState::Cancelled => Ok(CancelOutcome::Cancelled),
-                    RunState::Completed | RunState::Failed => Ok(CancelOutcome::Queued),
-                    // A lost run's worker stopped answering: the cancel is sent (it may come
-                    // back) and answered `queued`, never `cancelled`.
-                    RunState::Running | RunState::Lost => {
-                        let Some(cluster) = self.cluster() else {
-                            return Ok(CancelOutcome::Queued);
-                        };
-                        let by = (!caller.is_admin()).then_some(&*caller.sub);
-                        match cluster.cancel_remote(&record, reason, by).await {
-                            Ok(RemoteCancel::Stopped) => Ok(CancelOutcome::Cancelled),
-                            Ok(RemoteCancel::Sent | RemoteCancel::Deferred) => {
-                                Ok(CancelOutcome::Queued)
-                            }
-                            Err(full) => Err(queue_full(full)),
-                        }
-                    }
-                }
+        }
+        // No live run. A cancel of a run that was already cancelled is answered as the first
+        // one was; one for a finished run it names by run id has nothing left to wait for.
+        if let Some(newest) = found.first() {
+            if newest.state == RunState::Cancelled {
+                return Ok(CancelOutcome::Cancelled);
             }
-            n => Err(ApiError::Ambiguous(n)),
+            if record::is_run_id(selector) {
+                return Ok(CancelOutcome::Queued);
+            }
+        }
+        // It waits for its run, scoped to whose runs it may stop.
+        let scope = match user {
+            Some(user) => Some(user.to_owned()),
+            None if caller.is_admin() => None,
+            None => Some(caller.sub.to_string()),
+        };
+        self.leave_tombstone(selector, scope, reason, &caller.sub)?;
+        Ok(CancelOutcome::Queued)
+    }
+
+    /// Cancels the one live run a cancel found, here or on its worker.
+    async fn cancel_found(
+        &self,
+        record: &RunRecord,
+        caller: &Caller,
+        reason: Option<String>,
+    ) -> Result<CancelOutcome, ApiError> {
+        if record.worker == self.settings.worker {
+            if self.cancel_live(&record.run_id, CancelSource::Api, reason) {
+                return Ok(CancelOutcome::Cancelled);
+            }
+            // Ended meanwhile (or its answer won the race): what it ended as.
+            let now = self.local_matches(&record.run_id);
+            let cancelled = now.first().unwrap_or(record).state == RunState::Cancelled;
+            return Ok(if cancelled {
+                CancelOutcome::Cancelled
+            } else {
+                CancelOutcome::Queued
+            });
+        }
+        // A lost run's worker stopped answering: the cancel is sent (it may come back) and
+        // answered `queued`, never `cancelled`.
+        let Some(cluster) = self.cluster() else {
+            return Ok(CancelOutcome::Queued);
+        };
+        let by = (!caller.is_admin()).then_some(&*caller.sub);
+        match cluster.cancel_remote(record, reason, by).await {
+            Ok(RemoteCancel::Stopped) => Ok(CancelOutcome::Cancelled),
+            Ok(RemoteCancel::Sent | RemoteCancel::Deferred) => Ok(CancelOutcome::Queued),
+            Err(full) => Err(queue_full(full)),
         }
     }
 
@@ -166,6 +180,7 @@ impl Runs {
             selector: selector.to_owned(),
             scope,
             reason,
+            made_at: unix_now(),
             expires_at: unix_now() + self.settings.tombstone_ttl.as_secs_f64(),
         };
         {
@@ -227,6 +242,42 @@ impl Runs {
             return Err(queue_full(full));
         }
         Ok(())
+    }
+}
+
+/// Whether a cancel can still stop the run (`lost`: its worker may come back).
+fn is_live(record: &RunRecord) -> bool {
+    matches!(record.state, RunState::Running | RunState::Lost)
+}
+
+/// Live runs first, then the newest.
+fn by_relevance(mut found: Vec<RunRecord>) -> Vec<RunRecord> {
+    found.sort_by(|a, b| {
+        is_live(b)
+            .cmp(&is_live(a))
+            .then(b.registered_at.total_cmp(&a.registered_at))
+    });
+    found
+}
+
+/// What `GET /cancellation/status/{requestId}` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    /// The run reported: the live one the selector names, else the newest.
+    pub record: RunRecord,
+    /// The run ids of the other runs the selector names that the caller may see.
+    pub others: Vec<String>,
+}
+
+impl Status {
+    /// The status body: the run's (see [`RunRecord::status_body`]), plus `other_run_ids`
+    /// when the selector names other runs too.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = self.record.status_body();
+        if !self.others.is_empty() {
+            body["other_run_ids"] = serde_json::json!(self.others);
+        }
+        body
     }
 }
 

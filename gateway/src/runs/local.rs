@@ -55,13 +55,13 @@ impl LocalRuns for Runs {
             // only one worker applies it (a claim that must wait for Redis cancels the run
             // through `apply_cancel` once won).
             let Some(cluster) = self.cluster().cloned() else {
-                self.cancel_live(&run_id, CancelSource::Api, tombstone.reason);
+                self.apply_queued(&run_id, tombstone);
                 return;
             };
             let Some(runs) = self.self_arc() else { return };
             tokio::spawn(async move {
                 if cluster.claim_tombstone(&tombstone, &run_id).await {
-                    runs.cancel_live(&run_id, CancelSource::Api, tombstone.reason);
+                    runs.apply_queued(&run_id, tombstone);
                 }
             });
         }

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::{Cluster, LocalRuns};
 use record::{CancelSource, RunKey, RunRecord, RunState, Tombstone, new_run_id, unix_now};
 use retained::{Evicted, Retained};
+pub use api::Status;
 pub use run::Run;
 pub use settings::{ApiError, CancelOutcome, RegisterError, Settings};
 
@@ -158,18 +159,23 @@ impl Runs {
         (state.retained.len(), state.tombstones.len())
     }
 
-    /// Registers a run for `key`. A tombstone that names it cancels it at once (the returned
-    /// run's token is already cancelled, source API).
+    /// Registers a run for `key`, under `run_id` if the front end has already told the client
+    /// which (else a new one). A tombstone that names it cancels it at once (the returned
+    /// run's token is already cancelled, source API, and its status says when the queued
+    /// cancel was made).
     pub async fn register(
         self: &Arc<Self>,
         key: RunKey,
         name: Option<String>,
+        run_id: Option<Arc<str>>,
     ) -> Result<Run, RegisterError> {
-        let run_id = new_run_id();
+        let run_id = run_id
+            .filter(|id| record::is_run_id(id))
+            .unwrap_or_else(new_run_id);
         let token = CancellationToken::new();
         let (record, tombstone) = {
             let mut state = self.lock();
-            if state.by_key.contains_key(&key) {
+            if state.by_key.contains_key(&key) || state.live.contains_key(&run_id) {
                 return Err(RegisterError::Duplicate);
             }
             if state.live.len() >= self.settings.max_runs {
@@ -187,6 +193,7 @@ impl Runs {
                 cancelled_at: None,
                 cancel_reason: None,
                 cancel_source: None,
+                cancel_queued_at: None,
             };
             let tombstone = state
                 .tombstones
@@ -224,7 +231,7 @@ impl Runs {
             };
             if claimed {
                 tracing::info!(run_id = %run_id, selector = %tombstone.selector, "a cancel that arrived before this run registered applies to it");
-                self.cancel_live(&run_id, CancelSource::Api, tombstone.reason);
+                self.apply_queued(&run_id, tombstone);
             }
         }
         Ok(run)
@@ -237,6 +244,23 @@ impl Runs {
         run_id: &str,
         source: CancelSource,
         reason: Option<String>,
+    ) -> bool {
+        self.cancel_live_as(run_id, source, reason, None)
+    }
+
+    /// Applies a queued cancel (a tombstone this worker or another made) to the live run it
+    /// matched: an API cancel whose status says when it was queued.
+    pub(crate) fn apply_queued(&self, run_id: &str, tombstone: Tombstone) -> bool {
+        let queued_at = (tombstone.made_at > 0.0).then_some(tombstone.made_at);
+        self.cancel_live_as(run_id, CancelSource::Api, tombstone.reason, queued_at)
+    }
+
+    fn cancel_live_as(
+        &self,
+        run_id: &str,
+        source: CancelSource,
+        reason: Option<String>,
+        queued_at: Option<f64>,
     ) -> bool {
         let record = {
             let mut state = self.lock();
@@ -253,6 +277,7 @@ impl Runs {
             live.record.cancelled_at = Some(unix_now());
             live.record.cancel_reason = reason;
             live.record.cancel_source = Some(source);
+            live.record.cancel_queued_at = queued_at;
             live.token.cancel();
             live.record.clone()
         };

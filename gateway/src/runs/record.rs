@@ -117,6 +117,11 @@ pub struct RunRecord {
     /// Who cancelled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_source: Option<CancelSource>,
+    /// When the cancel that stopped it was made, if it was a queued one: a cancel that found
+    /// no run (answered `queued`) and applied when this run registered. Seconds since the
+    /// Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_queued_at: Option<f64>,
 }
 
 impl RunRecord {
@@ -134,7 +139,7 @@ impl RunRecord {
 
     /// The status body of `GET /cancellation/status/{id}`: the seed's fields, plus `state`,
     /// `cancel_source` and `run_id` (and `state_reason` for a `lost` run: which worker stopped
-    /// answering); never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
+    /// answering; `cancel_queued_at` for a run a queued cancel stopped); never the owner. `name`, `cancelled_at` and `cancel_reason` are written even
     /// when null (the schema's `RunStatus` allows leaving them out, as ContextForge does before
     /// a cancel; clients find them more easily this way).
     pub fn status_body(&self) -> serde_json::Value {
@@ -148,6 +153,9 @@ impl RunRecord {
             "state": self.state.as_str(),
             "run_id": self.run_id,
         });
+        if let Some(queued_at) = self.cancel_queued_at {
+            body["cancel_queued_at"] = serde_json::json!(queued_at);
+        }
         if self.state == RunState::Lost {
             body["state_reason"] = serde_json::Value::String(format!(
                 "worker {} stopped answering: how the run ends is unknown",
@@ -170,6 +178,10 @@ pub struct Tombstone {
     pub scope: Option<String>,
     /// The reason given with the cancel.
     pub reason: Option<String>,
+    /// When the cancel was made, seconds since the Unix epoch (a run it stops says so in its
+    /// status: `cancel_queued_at`).
+    #[serde(default)]
+    pub made_at: f64,
     /// When it expires, seconds since the Unix epoch.
     pub expires_at: f64,
 }
@@ -213,6 +225,7 @@ mod tests {
             cancelled_at: None,
             cancel_reason: None,
             cancel_source: None,
+            cancel_queued_at: None,
         }
     }
 

@@ -185,6 +185,7 @@ mod tests {
             cancelled_at: None,
             cancel_reason: None,
             cancel_source: None,
+            cancel_queued_at: None,
         };
         (run_id, record)
     }

@@ -37,15 +37,11 @@ pub enum RegisterError {
 /// Why the API cannot act on a `requestId`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
-    /// Nothing the caller may see is named so, and the caller may not see everything (403, so
-    /// nothing is revealed about other users' runs).
-    Forbidden,
-    /// Nothing is named so (for a caller who may see every run).
+    /// Nothing the caller may see is named so (a status read: 404, the same for runs that do
+    /// not exist and for other users' runs, so nothing about those is revealed).
     NotFound,
-    /// A bare JSON-RPC id that names several runs: the caller must use a run id.
-    Ambiguous(usize),
-    /// An admin's cancel by bare id found nothing, and did not say whose run it waits for.
-    NoRunYet,
+    /// A bare JSON-RPC id that names several live runs: the caller must use a run id (these).
+    Ambiguous(Vec<String>),
     /// A caller without `admin.system_config` named a `user`.
     UserNotAllowed,
     /// The cancel would wait for its run, but too many cancels wait already.

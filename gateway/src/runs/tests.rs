@@ -40,29 +40,29 @@ fn admin() -> Caller {
 async fn at_most_max_runs_are_live_and_a_key_is_used_once() {
     let runs = runs(2, 10, 10);
     let a = runs
-        .register(key("alice", RequestId::Number(1)), None)
+        .register(key("alice", RequestId::Number(1)), None, None)
         .await
         .unwrap();
     assert_eq!(
-        runs.register(key("alice", RequestId::Number(1)), None)
+        runs.register(key("alice", RequestId::Number(1)), None, None)
             .await
             .unwrap_err(),
         RegisterError::Duplicate
     );
     // The same id as a string, or from another user, is another key.
     let _b = runs
-        .register(key("alice", RequestId::String("1".into())), None)
+        .register(key("alice", RequestId::String("1".into())), None, None)
         .await
         .unwrap();
     assert_eq!(
-        runs.register(key("bob", RequestId::Number(1)), None)
+        runs.register(key("bob", RequestId::Number(1)), None, None)
             .await
             .unwrap_err(),
         RegisterError::Full
     );
     a.finish(RunState::Completed);
     assert!(
-        runs.register(key("bob", RequestId::Number(1)), None)
+        runs.register(key("bob", RequestId::Number(1)), None, None)
             .await
             .is_ok()
     );
@@ -73,13 +73,13 @@ async fn a_request_id_finds_its_runs_through_the_index_which_forgets_expired_one
     let runs = runs(100, 3, 2);
     for i in 0..5 {
         let run = runs
-            .register(key("alice", RequestId::Number(i)), None)
+            .register(key("alice", RequestId::Number(i)), None, None)
             .await
             .unwrap();
         run.finish(RunState::Completed);
     }
     let live = runs
-        .register(key("bob", RequestId::String("4".into())), None)
+        .register(key("bob", RequestId::String("4".into())), None, None)
         .await
         .unwrap();
     // "4": Alice's retained run and Bob's live one (live first); "0" was forgotten.
@@ -101,7 +101,7 @@ async fn retained_statuses_and_tombstones_are_bounded_oldest_first() {
     let mut ids = Vec::new();
     for i in 0..5 {
         let run = runs
-            .register(key("alice", RequestId::Number(i)), None)
+            .register(key("alice", RequestId::Number(i)), None, None)
             .await
             .unwrap();
         ids.push(run.id().to_owned());
@@ -126,12 +126,12 @@ async fn retained_statuses_and_tombstones_are_bounded_oldest_first() {
     ));
     assert_eq!(runs.kept().1, 2);
     let c = runs
-        .register(key("alice", RequestId::String("c".into())), None)
+        .register(key("alice", RequestId::String("c".into())), None, None)
         .await
         .unwrap();
     assert!(!c.token().is_cancelled(), "the refused cancel left nothing");
     let a = runs
-        .register(key("alice", RequestId::String("a".into())), None)
+        .register(key("alice", RequestId::String("a".into())), None, None)
         .await
         .unwrap();
     assert!(a.token().is_cancelled(), "the tombstone for a applies");
@@ -154,14 +154,14 @@ async fn one_users_statuses_and_waiting_cancels_never_push_out_anothers() {
         None,
     );
     let bob = runs
-        .register(key("bob", RequestId::Number(0)), None)
+        .register(key("bob", RequestId::Number(0)), None, None)
         .await
         .unwrap();
     let bob_id = bob.id().to_owned();
     bob.finish(RunState::Completed);
     for i in 1..=50 {
         let run = runs
-            .register(key("alice", RequestId::Number(i)), None)
+            .register(key("alice", RequestId::Number(i)), None, None)
             .await
             .unwrap();
         run.finish(RunState::Completed);
@@ -196,22 +196,22 @@ async fn one_users_statuses_and_waiting_cancels_never_push_out_anothers() {
         Ok(CancelOutcome::Queued)
     );
     let y = runs
-        .register(key("carol", RequestId::String("y".into())), None)
+        .register(key("carol", RequestId::String("y".into())), None, None)
         .await
         .unwrap();
     assert!(y.token().is_cancelled());
 }
 
 #[tokio::test]
-async fn a_run_id_names_only_its_run_and_an_admins_bare_id_must_name_the_user() {
+async fn a_run_id_names_only_its_run_and_a_queued_cancel_is_scoped() {
     let runs = runs(100, 100, 100);
     let victim = runs
-        .register(key("alice", RequestId::Number(1)), None)
+        .register(key("alice", RequestId::Number(1)), None, None)
         .await
         .unwrap();
     // Mallory gives her call a string id equal to alice's run id.
     let _decoy = runs
-        .register(key("mallory", RequestId::String(victim.id().into())), None)
+        .register(key("mallory", RequestId::String(victim.id().into())), None, None)
         .await
         .unwrap();
     assert_eq!(
@@ -219,25 +219,54 @@ async fn a_run_id_names_only_its_run_and_an_admins_bare_id_must_name_the_user() 
         Ok(CancelOutcome::Cancelled)
     );
     assert!(victim.token().is_cancelled());
-    // A bare id that names nothing: refused unless the admin says whose run it waits for.
-    assert_eq!(
-        runs.cancel("later", &admin(), None, None).await,
-        Err(ApiError::NoRunYet)
-    );
+    // An admin's bare id that names nothing is queued (seed 004) and stops the next run so
+    // named, anyone's; with `user`, only that user's.
     assert_eq!(
         runs.cancel("later", &admin(), None, Some("bob")).await,
         Ok(CancelOutcome::Queued)
     );
     let carol = runs
-        .register(key("carol", RequestId::String("later".into())), None)
+        .register(key("carol", RequestId::String("later".into())), None, None)
         .await
         .unwrap();
     assert!(!carol.token().is_cancelled(), "the tombstone is bob's only");
     let bob = runs
-        .register(key("bob", RequestId::String("later".into())), None)
+        .register(key("bob", RequestId::String("later".into())), None, None)
         .await
         .unwrap();
     assert!(bob.token().is_cancelled());
+    assert_eq!(
+        runs.cancel("sooner", &admin(), Some("r".into()), None).await,
+        Ok(CancelOutcome::Queued)
+    );
+    let anyone = runs
+        .register(key("carol", RequestId::String("sooner".into())), None, None)
+        .await
+        .unwrap();
+    assert!(anyone.token().is_cancelled(), "an admin's unscoped cancel");
+    // Its status says which run the queued cancel stopped, and when it was queued.
+    let status = runs.status("sooner", &admin()).await.unwrap();
+    assert_eq!(status.record.run_id, anyone.id());
+    assert_eq!(status.record.cancel_source, Some(CancelSource::Api));
+    assert_eq!(status.record.cancel_reason.as_deref(), Some("r"));
+    let queued_at = status.record.cancel_queued_at.expect("cancel_queued_at");
+    assert!(queued_at <= status.record.registered_at, "{status:?}");
+    assert_eq!(status.body()["cancel_queued_at"], queued_at);
+    // A user's cancel that names none of its runs waits for one of its own only.
+    assert_eq!(
+        runs.cancel("soon", &user("bob"), None, None).await,
+        Ok(CancelOutcome::Queued)
+    );
+    let alices = runs
+        .register(key("alice", RequestId::String("soon".into())), None, None)
+        .await
+        .unwrap();
+    assert!(!alices.token().is_cancelled(), "bob's cancel is bob's");
+    let bobs = runs
+        .register(key("bob", RequestId::String("soon".into())), None, None)
+        .await
+        .unwrap();
+    assert!(bobs.token().is_cancelled());
     assert_eq!(
         runs.cancel("1", &user("bob"), None, Some("alice")).await,
         Err(ApiError::UserNotAllowed)
@@ -245,10 +274,67 @@ async fn a_run_id_names_only_its_run_and_an_admins_bare_id_must_name_the_user() 
 }
 
 #[tokio::test]
+async fn finished_runs_never_make_a_bare_id_ambiguous() {
+    let runs = runs(100, 100, 100);
+    // A client that numbers its requests per session: id 2 finished in its first session...
+    let first = runs
+        .register(key("alice", RequestId::Number(2)), None, None)
+        .await
+        .unwrap();
+    let first_id = first.id().to_owned();
+    first.finish(RunState::Completed);
+    let mut second_key = key("alice", RequestId::Number(2));
+    second_key.channel = Arc::from("another session");
+    let older = runs.register(second_key, None, None).await.unwrap();
+    let older_id = older.id().to_owned();
+    older.finish(RunState::Failed);
+    // ... and is live in its third.
+    let mut live_key = key("alice", RequestId::Number(2));
+    live_key.channel = Arc::from("a third session");
+    let live = runs.register(live_key, None, None).await.unwrap();
+    for caller in [admin(), user("alice")] {
+        let status = runs.status("2", &caller).await.unwrap();
+        assert_eq!(status.record.run_id, live.id(), "the live one is reported");
+        let mut others = status.others.clone();
+        others.sort();
+        let mut expected = vec![first_id.clone(), older_id.clone()];
+        expected.sort();
+        assert_eq!(others, expected);
+        assert_eq!(status.body()["other_run_ids"].as_array().unwrap().len(), 2);
+    }
+    assert_eq!(
+        runs.cancel("2", &user("alice"), None, None).await,
+        Ok(CancelOutcome::Cancelled)
+    );
+    assert!(live.token().is_cancelled());
+    // Two live runs with one id are ambiguous: the run ids say which.
+    let mut bobs_key = key("bob", RequestId::Number(7));
+    bobs_key.channel = Arc::from("s1");
+    let b1 = runs.register(bobs_key.clone(), None, None).await.unwrap();
+    bobs_key.channel = Arc::from("s2");
+    let b2 = runs.register(bobs_key, None, None).await.unwrap();
+    let Err(ApiError::Ambiguous(mut named)) = runs.cancel("7", &user("bob"), None, None).await
+    else {
+        panic!("two live runs are ambiguous")
+    };
+    named.sort();
+    let mut expected = vec![b1.id().to_owned(), b2.id().to_owned()];
+    expected.sort();
+    assert_eq!(named, expected);
+    assert!(!b1.token().is_cancelled() && !b2.token().is_cancelled());
+    // With no live run left, the newest is reported.
+    let newest = live.id().to_owned();
+    live.finish(RunState::Cancelled);
+    let status = runs.status("2", &admin()).await.unwrap();
+    assert_eq!(status.record.run_id, newest);
+    assert_eq!(status.record.state, RunState::Cancelled);
+}
+
+#[tokio::test]
 async fn a_cancel_after_the_answer_won_is_not_applied_and_one_before_it_wins() {
     let runs = runs(100, 100, 100);
     let won = runs
-        .register(key("alice", RequestId::Number(1)), None)
+        .register(key("alice", RequestId::Number(1)), None, None)
         .await
         .unwrap();
     assert!(won.settle());
@@ -259,14 +345,14 @@ async fn a_cancel_after_the_answer_won_is_not_applied_and_one_before_it_wins() {
     assert!(!won.token().is_cancelled());
     let won_id = won.id().to_owned();
     won.finish(RunState::Completed);
-    let status = runs.status(&won_id, &user("alice")).await.unwrap();
+    let status = runs.status(&won_id, &user("alice")).await.unwrap().record;
     assert_eq!(
         (status.state, status.cancelled_at),
         (RunState::Completed, None)
     );
 
     let lost = runs
-        .register(key("alice", RequestId::Number(2)), None)
+        .register(key("alice", RequestId::Number(2)), None, None)
         .await
         .unwrap();
     assert_eq!(
@@ -283,29 +369,33 @@ async fn a_cancel_after_the_answer_won_is_not_applied_and_one_before_it_wins() {
 async fn a_users_cancel_finds_only_its_own_runs_and_an_ambiguous_id_is_refused() {
     let runs = runs(100, 100, 100);
     let alice = runs
-        .register(key("alice", RequestId::Number(1)), None)
+        .register(key("alice", RequestId::Number(1)), None, None)
         .await
         .unwrap();
     let bob = runs
-        .register(key("bob", RequestId::Number(1)), None)
+        .register(key("bob", RequestId::Number(1)), None, None)
         .await
         .unwrap();
-    assert_eq!(
+    assert!(matches!(
         runs.cancel("1", &admin(), None, None).await,
-        Err(ApiError::Ambiguous(2))
-    );
+        Err(ApiError::Ambiguous(named)) if named.len() == 2
+    ));
+    // Bob's cancels of ids that name none of his runs (alice's included) are queued for
+    // runs of his own, and his status reads are 404: the same answer whether alice's run
+    // exists or not.
     assert_eq!(
         runs.cancel("2", &user("bob"), None, None).await,
-        Err(ApiError::Forbidden)
+        Ok(CancelOutcome::Queued)
     );
     assert_eq!(
         runs.cancel(alice.id(), &user("bob"), None, None).await,
-        Err(ApiError::Forbidden)
+        Ok(CancelOutcome::Queued)
     );
     assert_eq!(
         runs.status(alice.id(), &user("bob")).await,
-        Err(ApiError::Forbidden)
+        Err(ApiError::NotFound)
     );
+    assert_eq!(runs.status("2", &user("bob")).await, Err(ApiError::NotFound));
     assert!(!alice.token().is_cancelled());
     assert_eq!(
         runs.cancel("1", &user("bob"), None, None).await,
@@ -319,16 +409,16 @@ async fn a_users_cancel_finds_only_its_own_runs_and_an_ambiguous_id_is_refused()
     );
     let bob_id = bob.id().to_owned();
     bob.finish(RunState::Completed);
-    let status = runs.status(&bob_id, &admin()).await.unwrap();
+    let status = runs.status(&bob_id, &admin()).await.unwrap().record;
     assert_eq!(status.state, RunState::Cancelled);
     assert_eq!(
         runs.cancel(&bob_id, &admin(), None, None).await,
         Ok(CancelOutcome::Cancelled)
     );
-    // A user's cancel of nothing leaves no tombstone (403).
+    // A user's cancel of nothing waits for a run of its own (and only its own).
     assert_eq!(
         runs.cancel("9", &user("alice"), None, None).await,
-        Err(ApiError::Forbidden)
+        Ok(CancelOutcome::Queued)
     );
-    assert_eq!(runs.kept().1, 0);
+    assert_eq!(runs.kept().1, 3);
 }

@@ -49,6 +49,7 @@ impl Worker {
             cancelled_at: None,
             cancel_reason: None,
             cancel_source: None,
+            cancel_queued_at: None,
         };
         self.records
             .lock()
@@ -187,6 +188,7 @@ pub fn tombstone(selector: &str) -> Tombstone {
         selector: selector.to_owned(),
         scope: None,
         reason: Some("early".into()),
+        made_at: unix_now(),
         expires_at: unix_now() + 30.0,
     }
 }

@@ -14,6 +14,7 @@ use super::fake::{Node, Proxy, Worker, settings, tombstone, wait_until};
 fn scoped(selector: &str, scope: Option<&str>, ttl: Duration) -> Tombstone {
     Tombstone {
         scope: scope.map(str::to_owned),
+        made_at: unix_now(),
         expires_at: unix_now() + ttl.as_secs_f64(),
         ..tombstone(selector)
     }

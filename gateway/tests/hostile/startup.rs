@@ -82,7 +82,7 @@ async fn without_a_secret_the_printed_admin_token_works_as_admin() {
         .unwrap_or_else(|| panic!("no admin token printed: {stdout}"))
         .trim()
         .to_owned();
-    // An admin's answer for an unknown id is 404 (anyone else's is 403).
+    // An unknown id is 404.
     let reply = Reply::read(
         client()
             .get(gateway.url("/cancellation/status/nothing"))
@@ -129,4 +129,63 @@ async fn without_a_secret_the_printed_admin_token_works_as_admin() {
     // Tokens signed with the test secret mean nothing to it.
     let other = status(&gateway, "admin", "nothing").await;
     assert_eq!(other.status, 401, "{}", other.text);
+}
+
+/// Under a descriptor limit of 256 the default reserve (256) would leave no connection: the
+/// gateway fits its reserve to the limit instead, starts, says what it lowered, and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_descriptor_limit_fits_the_reserve_and_the_gateway_starts() {
+    let gateway = Gateway::with(Options {
+        config: config(""),
+        nofile: Some(256),
+        ..Options::default()
+    });
+    let stderr = without_colours(&gateway.stderr());
+    assert!(
+        stderr.contains("connections.max_connections lowered to fit the descriptor limit")
+            && stderr.contains("fitted=128")
+            && stderr.contains("fd_reserve=64"),
+        "{stderr}"
+    );
+    let reply = support::http::rpc(
+        &gateway,
+        "alice",
+        &support::http::echo_call(json!(1), "served"),
+    )
+    .await;
+    assert_eq!(reply.body["result"]["content"][0]["text"], "served", "{}", reply.text);
+}
+
+/// A per-user share not below its bound lets one user take all of it: the gateway starts,
+/// and says so.
+#[tokio::test]
+async fn a_share_at_its_bound_is_warned_about_at_start() {
+    let gateway = Gateway::with(Options {
+        config: config("[limits]\nmax_runs = 4\nmax_runs_per_user = 4\n"),
+        ..Options::default()
+    });
+    let stderr = gateway.stderr();
+    assert!(
+        stderr.contains("warning: `limits.max_runs_per_user` (4) is not below `limits.max_runs` (4)"),
+        "{stderr}"
+    );
+}
+
+/// `text` without its ANSI colour sequences (the log colours its field names).
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... a letter
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -66,6 +66,8 @@ pub struct Options<'a> {
     /// Start the gateway in a process group of its own (as a shell job is), so a signal can
     /// be sent to the whole group, as Ctrl-C in a terminal does.
     pub own_group: bool,
+    /// Start it under this descriptor limit (`ulimit -n`, soft and hard).
+    pub nofile: Option<u64>,
 }
 
 impl Gateway {
@@ -82,7 +84,18 @@ impl Gateway {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("gateway.toml");
         std::fs::write(&path, &options.config).expect("write config");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cancelkit-gateway"));
+        let binary = env!("CARGO_BIN_EXE_cancelkit-gateway");
+        let mut command = match options.nofile {
+            None => Command::new(binary),
+            Some(limit) => {
+                let mut shell = Command::new("sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+                    .arg(binary);
+                shell
+            }
+        };
         command
             .arg("--config")
             .arg(&path)

@@ -22,12 +22,18 @@
 //!
 //! # Security defaults of the tool server
 //!
-//! - **Rate limit before authentication**: every request on `/invoke` and `/cancel_tool_call`
-//!   spends its client's budget (default 50 a second, bursts of 100; 429 beyond), refused ones
-//!   included, so bearer-token guessing is throttled. Clients are told apart by peer address
-//!   ([`ClientKey::PeerAddress`], IPv6 by /64); a request without one is refused with 500
-//!   rather than sharing a global bucket, unless [`ClientKey::TrustedHeader`] or
-//!   [`ClientKey::Shared`] is chosen. The limiter forgets idle clients, so it stays bounded.
+//! - **Rate limit on failed authentication**: a request on `/invoke` or `/cancel_tool_call`
+//!   with a wrong or missing bearer token spends its client's budget (default 50 a second,
+//!   bursts of 100), so token guessing is throttled; a request with the right token spends
+//!   nothing, so a runtime's own requests (a burst of cancels included) are never throttled
+//!   by themselves. A client whose budget is exhausted gets 429 for every request, the right
+//!   token included, so the answer is no oracle; the token is still checked in constant time,
+//!   and a `/cancel_tool_call` with it is still applied behind the 429 (an `/invoke` is not
+//!   run). Without a bearer token nothing fails authentication and the limit never refuses.
+//!   Clients are told apart by peer address ([`ClientKey::PeerAddress`], IPv6 by /64); where
+//!   a limit needs the client, a request without one is refused with 500 rather than sharing
+//!   a global bucket, unless [`ClientKey::TrustedHeader`] or [`ClientKey::Shared`] is chosen.
+//!   The limiter forgets clients whose budget is full again, so it stays bounded.
 //! - **Constant-time token check**: the bearer token is compared as SHA-256 digests with
 //!   [`subtle`], so timing reveals neither its bytes nor its length.
 //! - **Callback allow-list**: a `callback_url` must be on an origin (scheme, host, port) given

@@ -22,8 +22,8 @@ async fn authentication_rate_limit_and_body_limit() {
         401
     );
     assert_eq!(r.post("/invoke", None, "{}").await.0, 401);
-    // The limit comes before authentication: three refused attempts spent the burst, so even
-    // the right token is now refused, and guessing goes on being throttled.
+    // Three failed authentications spent the burst: now every request of this client is
+    // refused alike, the right token included, and guessing goes on being throttled.
     for token in [Some(TOKEN), Some("wrong"), None] {
         assert_eq!(
             r.post("/cancel_tool_call", token, body.clone()).await.0,
@@ -32,11 +32,12 @@ async fn authentication_rate_limit_and_body_limit() {
         );
     }
 
+    // Requests with the right token spend nothing: far beyond the burst, all served.
     let r = rig(|b| b.rate_limit(1, 3)).await;
-    for _ in 0..3 {
+    for _ in 0..30 {
         assert_eq!(r.cancel("t", "c").await.0, 200);
     }
-    assert_eq!(r.cancel("t", "c").await.0, 429);
+    assert_eq!(r.server.rate_limited_clients(), 0);
 
     let r = rig(|b| b.body_limit(1024)).await;
     let huge = json!({"thread_id": "t", "tool_call_id": "x".repeat(4096)}).to_string();
@@ -64,10 +65,10 @@ async fn serve_without_addresses(router: axum::Router) -> String {
 async fn a_server_without_client_addresses_refuses_instead_of_sharing_one_bucket() {
     let http = reqwest::Client::new();
     let body = json!({"thread_id": "t", "tool_call_id": "c"}).to_string();
-    let cancel = |base: &str, forwarded_for: Option<&str>| {
+    let cancel = |base: &str, token: &str, forwarded_for: Option<&str>| {
         let mut request = http
             .post(format!("{base}/cancel_tool_call"))
-            .bearer_auth(TOKEN)
+            .bearer_auth(token)
             .body(body.clone());
         if let Some(address) = forwarded_for {
             request = request.header("x-forwarded-for", address);
@@ -80,7 +81,7 @@ async fn a_server_without_client_addresses_refuses_instead_of_sharing_one_bucket
 
     let base = serve_without_addresses(tool_server(|b| b).router()).await;
     for _ in 0..3 {
-        let (status, text) = cancel(&base, None).await;
+        let (status, text) = cancel(&base, TOKEN, None).await;
         assert_eq!(status, 500);
         assert!(text.contains("cannot identify the client"), "{text}");
     }
@@ -92,20 +93,22 @@ async fn a_server_without_client_addresses_refuses_instead_of_sharing_one_bucket
     });
     let base = serve_without_addresses(server.router()).await;
     for _ in 0..2 {
-        assert_eq!(cancel(&base, Some("198.51.100.1, 192.0.2.1")).await.0, 200);
+        let forwarded = Some("198.51.100.1, 192.0.2.1");
+        assert_eq!(cancel(&base, "wrong", forwarded).await.0, 401);
     }
-    assert_eq!(cancel(&base, Some("192.0.2.1")).await.0, 429);
-    assert_eq!(cancel(&base, Some("192.0.2.2")).await.0, 200);
+    assert_eq!(cancel(&base, TOKEN, Some("192.0.2.1")).await.0, 429);
+    assert_eq!(cancel(&base, "wrong", Some("192.0.2.2")).await.0, 401);
+    assert_eq!(cancel(&base, TOKEN, Some("192.0.2.2")).await.0, 200);
     assert_eq!(server.rate_limited_clients(), 2);
-    assert_eq!(cancel(&base, None).await.0, 500);
-    assert_eq!(cancel(&base, Some("not an address")).await.0, 500);
+    assert_eq!(cancel(&base, TOKEN, None).await.0, 500);
+    assert_eq!(cancel(&base, TOKEN, Some("not an address")).await.0, 500);
 
     // One shared bucket, chosen on purpose.
     let server = tool_server(|b| b.rate_limit(1, 2).client_key(ClientKey::Shared));
     let base = serve_without_addresses(server.router()).await;
-    assert_eq!(cancel(&base, Some("192.0.2.1")).await.0, 200);
-    assert_eq!(cancel(&base, Some("192.0.2.2")).await.0, 200);
-    assert_eq!(cancel(&base, None).await.0, 429);
+    assert_eq!(cancel(&base, "wrong", Some("192.0.2.1")).await.0, 401);
+    assert_eq!(cancel(&base, "wrong", Some("192.0.2.2")).await.0, 401);
+    assert_eq!(cancel(&base, TOKEN, None).await.0, 429);
 }
 
 /// A `callback_url` outside the allow-list is refused with 400 before the tool runs; the

@@ -57,6 +57,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::routing::post;
 use cancelkit_wire::origin::OriginPolicy;
@@ -117,6 +118,20 @@ struct Options {
     stream_methods: Vec<String>,
     owner: Option<Owner>,
     stop: Option<CancellationToken>,
+    on_request: Option<RequestHook>,
+}
+
+/// What sees a request before its handler: its method and the head of its POST.
+type OnRequest = dyn Fn(&str, &mut Parts) -> HeaderMap + Send + Sync;
+
+/// The hook of [`McpHttpServer::on_request`].
+#[derive(Clone)]
+struct RequestHook(Arc<OnRequest>);
+
+impl std::fmt::Debug for RequestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestHook(..)")
+    }
 }
 
 /// What names a request's user, from its head.
@@ -151,6 +166,7 @@ impl McpHttpServer {
                 stream_methods: vec!["tools/call".to_owned()],
                 owner: None,
                 stop: None,
+                on_request: None,
             },
         }
     }
@@ -266,6 +282,21 @@ impl McpHttpServer {
     /// an answer (a request's, or its resumption) goes on until the answer is sent.
     pub fn stop_streams_on(mut self, stop: CancellationToken) -> Self {
         self.options.stop = Some(stop);
+        self
+    }
+
+    /// Runs `hook` on every request the server admits (not on notifications), after its
+    /// checks and before its handler, with its method and the head of its POST: what the
+    /// hook inserts into the extensions, the handler reads through
+    /// [`HttpRequest::extensions`]; the headers it returns go on the response — an event
+    /// stream's too, which starts before the handler runs. This is how a server tells a client
+    /// at once something its handler will use, such as the id under which the call can be
+    /// looked up (the gateway's `Cancelkit-Run-Id`).
+    pub fn on_request<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&str, &mut Parts) -> HeaderMap + Send + Sync + 'static,
+    {
+        self.options.on_request = Some(RequestHook(Arc::new(hook)));
         self
     }
 

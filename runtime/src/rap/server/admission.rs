@@ -1,24 +1,33 @@
 //! Who may reach a tool server's endpoints, as route layers on `/invoke` and
-//! `/cancel_tool_call`: the per-client rate limit (429), the bearer token (401) and the body
-//! limit (413), in that order; and how clients are told apart.
+//! `/cancel_tool_call`: the client's identity (500 if it cannot be told), the bearer token
+//! (401) with the per-client budget of failed authentications (429), and the body limit (413),
+//! in that order; and how clients are told apart.
+//!
+//! Only a request that fails authentication spends its client's budget, so a runtime holding
+//! the token never spends any. A client whose budget is exhausted gets 429 for every request,
+//! the right token included, so that a guesser cannot tell a right guess from a wrong one; a
+//! `/cancel_tool_call` with the right token is still applied behind that 429, and an `/invoke`
+//! is not run.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderName, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::ClientKey;
+use super::limiter::Limiter;
 
 /// Who sent a request, as far as the server tells clients apart: a request extension, set by
 /// the client layer (see [`Admission::guard`]) on the routes that know their clients.
@@ -30,10 +39,10 @@ pub(super) enum Client {
     Everyone,
 }
 
-/// The limiter sweeps out clients whose budget is full again every this many requests...
-const PRUNE_EVERY_CHECKS: u64 = 1024;
-/// ...and on the first request after this long without a sweep.
-const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
+/// How many times reading a throttled request's body may find nothing new before it gives up:
+/// it takes the body as far as it has arrived (with its headers, as a runtime sends it), and
+/// yields to the connection's task in between, but never waits for the client.
+const ARRIVAL_POLLS: usize = 16;
 
 /// The expected bearer token, kept as a SHA-256 digest so that comparing it with what a client
 /// sent takes the same time whatever the client sent.
@@ -100,51 +109,6 @@ impl Clients {
     }
 }
 
-/// The per-client rate limit, and when to sweep it.
-struct Limiter {
-    keyed: DefaultKeyedRateLimiter<Client>,
-    started: Instant,
-    /// Requests checked so far (every [`PRUNE_EVERY_CHECKS`]-th sweeps).
-    checks: AtomicU64,
-    /// When the next timed sweep is due, in milliseconds since `started`.
-    next_prune_ms: AtomicU64,
-}
-
-impl Limiter {
-    /// `per_second` requests a second per client, in bursts of up to `burst`.
-    fn new(per_second: NonZeroU32, burst: NonZeroU32) -> Self {
-        Limiter {
-            keyed: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
-            started: Instant::now(),
-            checks: AtomicU64::new(0),
-            next_prune_ms: AtomicU64::new(PRUNE_INTERVAL.as_millis() as u64),
-        }
-    }
-
-    /// Spends one request of `client`'s budget; sweeps forgotten clients now and then.
-    fn admit(&self, client: Client) -> bool {
-        let admitted = self.keyed.check_key(&client).is_ok();
-        let count = self.checks.fetch_add(1, Ordering::Relaxed) + 1;
-        let now_ms = self.started.elapsed().as_millis() as u64;
-        let due = self.next_prune_ms.load(Ordering::Relaxed);
-        if (count.is_multiple_of(PRUNE_EVERY_CHECKS) || now_ms >= due)
-            && self
-                .next_prune_ms
-                .compare_exchange(
-                    due,
-                    now_ms + PRUNE_INTERVAL.as_millis() as u64,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-        {
-            self.keyed.retain_recent();
-            self.keyed.shrink_to_fit();
-        }
-        admitted
-    }
-}
-
 /// The last comma-separated entry of `name`, as an IP address (an `ip:port` or `[ipv6]:port`
 /// form is accepted too).
 fn header_address(headers: &HeaderMap, name: &HeaderName) -> Option<IpAddr> {
@@ -166,18 +130,44 @@ fn bucket_of(address: IpAddr) -> IpAddr {
     }
 }
 
+/// What a route does with a request that carries the right token but comes from a client whose
+/// budget is exhausted. It is answered 429 either way, like every request of that client, so the
+/// answer tells nothing about the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WhenThrottled {
+    /// The request is not run (`/invoke`: a 429 never stands for a call that started).
+    Refuse,
+    /// The request is run behind the 429, on its body as far as it arrived with the request,
+    /// and its own answer dropped (`/cancel_tool_call`: the runtime neither reads the answer
+    /// nor retries, so a cancel refused here would be lost).
+    ApplyBehind429,
+}
+
 /// The policy in front of `/invoke` and `/cancel_tool_call`, put on their routes as layers by
 /// [`guard`](Self::guard). `/.well-known/rap-toolset` is open: it has none of them.
 pub(super) struct Admission {
     gate: Arc<Gate>,
-    bearer: Option<Arc<Bearer>>,
     body_limit: usize,
 }
 
-/// The client layer's state: who sent a request, and each client's budget of requests.
+/// The admission layer's state, shared by both routes.
 struct Gate {
     clients: Clients,
+    bearer: Option<Bearer>,
+    /// Each client's budget of failed authentications: only with a rate limit and a bearer
+    /// token (without a token nothing can fail authentication, so nothing would spend it).
     limiter: Option<Limiter>,
+    /// The body limit, for a cancel applied behind a 429.
+    body_limit: usize,
+}
+
+/// The admission layer's state on one route.
+#[derive(Clone)]
+struct Door {
+    gate: Arc<Gate>,
+    /// Whether the client is identified (and put in the request's extensions as a [`Client`]).
+    identify: bool,
+    when_throttled: WhenThrottled,
 }
 
 impl Admission {
@@ -193,25 +183,38 @@ impl Admission {
             key,
             reported_missing_key: AtomicBool::new(false),
         };
-        let limiter = rate.map(|(per_second, burst)| Limiter::new(per_second, burst));
+        let bearer = bearer_token.map(Bearer::new);
+        let limiter = rate
+            .filter(|_| bearer.is_some())
+            .map(|(per_second, burst)| Limiter::new(per_second, burst));
         Admission {
-            gate: Arc::new(Gate { clients, limiter }),
-            bearer: bearer_token.map(|token| Arc::new(Bearer::new(token))),
+            gate: Arc::new(Gate {
+                clients,
+                bearer,
+                limiter,
+                body_limit,
+            }),
             body_limit,
         }
     }
 
-    /// `route` behind the rate limit, then the bearer check, then the body limit. The limit
-    /// comes first so that every attempt, a wrong token included, spends the client's budget:
-    /// token guessing is throttled, and a throttled client learns nothing about its token
-    /// (429 either way). The body is read last, so a client without the token cannot make the
-    /// server read anything.
+    /// `route` behind the admission layer (client, bearer token, budget), then the body limit.
     ///
-    /// The client is identified (and put in the request's extensions as a [`Client`]) when
-    /// the rate limit is on or `need_client` (a per-client share of running calls); a request
-    /// that cannot be placed is refused with 500. A handler behind the guard gets the whole
-    /// body, within the limit, as its `Bytes`. Route layers only: a wrong method is still 405.
-    pub(super) fn guard<S>(&self, route: MethodRouter<S>, need_client: bool) -> MethodRouter<S>
+    /// The admission layer identifies the client (500 if it cannot) when there is a budget
+    /// or `need_client` (a per-client share of running calls), checks the token in constant
+    /// time, and then looks at the client's budget the same way whatever the token: a wrong
+    /// or missing token spends one request of it (401 while there was budget), the right one
+    /// spends nothing. A client without budget gets 429 for every request, the right token
+    /// included; behind that 429 an authentic request is still run or not as `when_throttled`
+    /// says. The body is read last, so a client without the token cannot make the server read
+    /// anything. A handler behind the guard gets the whole body, within the limit, as its
+    /// `Bytes`. Route layers only: a wrong method is still 405.
+    pub(super) fn guard<S>(
+        &self,
+        route: MethodRouter<S>,
+        need_client: bool,
+        when_throttled: WhenThrottled,
+    ) -> MethodRouter<S>
     where
         S: Clone + Send + Sync + 'static,
     {
@@ -220,56 +223,118 @@ impl Admission {
             // The body layer has buffered the body within its own limit already.
             .route_layer(DefaultBodyLimit::disable())
             .route_layer(from_fn_with_state(self.body_limit, limit_body));
-        if let Some(bearer) = &self.bearer {
-            route = route.route_layer(from_fn_with_state(Arc::clone(bearer), require_bearer));
-        }
-        if self.gate.limiter.is_some() || need_client {
-            route = route.route_layer(from_fn_with_state(Arc::clone(&self.gate), limit_rate));
+        let identify = self.gate.limiter.is_some() || need_client;
+        if identify || self.gate.bearer.is_some() {
+            let door = Door {
+                gate: Arc::clone(&self.gate),
+                identify,
+                when_throttled,
+            };
+            route = route.route_layer(from_fn_with_state(door, admit));
         }
         route
     }
 
-    /// How many clients the rate limiter remembers (0 without a rate limit).
+    /// How many clients the rate limiter remembers (0 without a rate limit or a bearer token).
     pub(super) fn rate_limited_clients(&self) -> usize {
-        self.gate.limiter.as_ref().map_or(0, |l| l.keyed.len())
+        self.gate.limiter.as_ref().map_or(0, Limiter::len)
     }
 }
 
-/// The client layer: identifies the client (500 if it cannot), spends one request of its
-/// budget (429 when there is none left) and hands the [`Client`] on as an extension.
-async fn limit_rate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let Some(client) = gate.clients.of(&request) else {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({
-                "error": "the server cannot identify the client for its rate limit"
-            })),
-        )
-            .into_response();
+/// The admission layer: identifies the client (500 if it cannot), checks the token, looks at
+/// the client's budget (spending from it for a failed authentication), and answers 429, 401,
+/// or hands the request (with its [`Client`]) on.
+async fn admit(State(door): State<Door>, mut request: Request, next: Next) -> Response {
+    let gate = &door.gate;
+    let client = if door.identify {
+        let Some(client) = gate.clients.of(&request) else {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({
+                    "error": "the server cannot identify the client for its rate limit"
+                })),
+            )
+                .into_response();
+        };
+        Some(client)
+    } else {
+        None
     };
-    if let Some(limiter) = &gate.limiter
-        && !limiter.admit(client)
+    // Always checked, in constant time: a throttled client's cancel is applied if authentic.
+    let authentic = gate.bearer.as_ref().is_none_or(|bearer| {
+        let given = request.headers().get(header::AUTHORIZATION);
+        bearer.accepts(given.map(header::HeaderValue::as_bytes))
+    });
+    if let (Some(limiter), Some(client)) = (&gate.limiter, client)
+        && !limiter.check(client, !authentic)
     {
+        // The same work before the same answer whatever the token: the request goes to a task
+        // that applies an authentic cancel and drops anything else unread.
+        if door.when_throttled == WhenThrottled::ApplyBehind429 {
+            tokio::spawn(apply_behind_429(request, next, authentic, gate.body_limit));
+        }
         return StatusCode::TOO_MANY_REQUESTS.into_response();
     }
-    request.extensions_mut().insert(client);
+    if !authentic {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    if let Some(client) = client {
+        request.extensions_mut().insert(client);
+    }
     next.run(request).await
 }
 
-/// The bearer layer: 401 unless `Authorization` carries the token.
-async fn require_bearer(
-    State(bearer): State<Arc<Bearer>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(reqwest::header::HeaderValue::as_bytes);
-    if !bearer.accepts(given) {
-        return StatusCode::UNAUTHORIZED.into_response();
+/// Runs a throttled client's `request` (answered 429 already) through the rest of its route if
+/// it is `authentic`, on its body as far as it arrived with it; drops its answer. A request
+/// that is not authentic is dropped with its body unread.
+async fn apply_behind_429(request: Request, next: Next, authentic: bool, limit: usize) {
+    if !authentic {
+        return;
     }
-    next.run(request).await
+    let (parts, body) = request.into_parts();
+    let Some(body) = arrived(body, limit).await else {
+        tracing::warn!(
+            "dropped a request with the right token from a throttled client: its body had not arrived with it, or was over the limit"
+        );
+        return;
+    };
+    let answer = next.run(Request::from_parts(parts, Body::from(body))).await;
+    tracing::debug!(
+        status = answer.status().as_u16(),
+        "applied a request with the right token from a throttled client behind its 429"
+    );
+}
+
+/// A throttled request's body as far as it has arrived: read without waiting for the client
+/// (between frames it only yields to the connection's task, at most [`ARRIVAL_POLLS`] times
+/// when nothing new is there), so that an authentic request keeps its connection no longer
+/// than a refused one. `None` if it is not all there, fails, or is over `limit` bytes.
+async fn arrived(mut body: Body, limit: usize) -> Option<Bytes> {
+    let mut bytes = Vec::new();
+    let mut idle = 0;
+    while !body.is_end_stream() {
+        let polled = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx)));
+        match polled.await {
+            Poll::Ready(None) => break,
+            Poll::Ready(Some(Err(_))) => return None,
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > limit {
+                        return None;
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Poll::Pending => {
+                idle += 1;
+                if idle >= ARRIVAL_POLLS {
+                    return None;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+    Some(bytes.into())
 }
 
 /// The body layer: reads the whole body, 413 beyond `limit` bytes (whether or not the request

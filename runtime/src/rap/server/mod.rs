@@ -13,12 +13,13 @@ use serde_json::Value;
 
 mod admission;
 mod handlers;
+mod limiter;
 mod running;
 #[cfg(test)]
 mod tests;
 mod tool;
 
-use admission::Admission;
+use admission::{Admission, WhenThrottled};
 use running::Running;
 use tool::{Handler, Operation};
 pub use tool::{ToolCall, ToolError, ToolOutput};
@@ -47,8 +48,8 @@ pub enum ClientKey {
     /// without a parsable value is refused with 500 and an error log.
     TrustedHeader(HeaderName),
     /// Every client shares one budget, on purpose: for a server that only one runtime can
-    /// reach (a Unix socket, a private network). One guessing or busy client then throttles
-    /// everyone, and the per-client share of running calls does not apply (the server does
+    /// reach (a Unix socket, a private network). One guessing client then throttles everyone
+    /// (the runtime's cancels are still applied behind the 429, its invocations refused), and the per-client share of running calls does not apply (the server does
     /// not know its callers; only [`max_running`](ToolServerBuilder::max_running) bounds them).
     Shared,
 }
@@ -144,15 +145,29 @@ impl ToolServerBuilder {
         self
     }
 
-    /// Allows each client `per_second` requests a second, in bursts of up to `burst` (429
-    /// beyond); `0` for either turns the limit off. Default: 50 a second, bursts of 100.
+    /// Allows each client `per_second` failed authentications a second, in bursts of up to
+    /// `burst` (429 beyond); `0` for either turns the limit off. Default: 50 a second, bursts
+    /// of 100. It throttles bearer-token guessing, so it applies only with a
+    /// [`bearer_token`](Self::bearer_token): without one nothing fails authentication and the
+    /// limit never refuses.
     ///
-    /// The limit is checked before authentication and counts every request on `/invoke` and
-    /// `/cancel_tool_call`, refused ones included, so guessing the bearer token is throttled
-    /// like anything else. Clients are told apart by [`client_key`](Self::client_key); the
-    /// limiter forgets a client once its budget is full again (it sweeps every 1,024 requests
-    /// and at least once a second while requests arrive), so its memory is bounded by the
-    /// clients active in the last refill period (`burst / per_second` seconds) plus 1,024.
+    /// Only a request on `/invoke` or `/cancel_tool_call` with a wrong or missing token
+    /// spends its client's budget (401 while there was budget). A request with the right token
+    /// spends nothing, so a runtime holding the token is never throttled by its own requests
+    /// (a burst of cancels for many calls in flight included) and gets 200 as long as nobody
+    /// from its address guesses. A client whose budget is exhausted gets 429 for every request,
+    /// the right token included, until one request's worth has refilled: otherwise a guesser
+    /// could ignore the 429s and watch for the one guess without one. The token is still
+    /// checked, in constant time, and the 429 is the same either way (no code path before it
+    /// depends on the token): behind it a `/cancel_tool_call` with the right token is still
+    /// applied (on its body as far as it arrived with the request, as a runtime sends it; the
+    /// runtime reads no answer and never retries), while an `/invoke` is not run.
+    ///
+    /// Clients are told apart by [`client_key`](Self::client_key); the limiter remembers only
+    /// clients that spent budget and forgets each once its budget is full again (it sweeps
+    /// every 1,024 requests and at least once a second while requests arrive), so its memory
+    /// is bounded by the clients that failed authentication in the last refill period
+    /// (`burst / per_second` seconds) plus 1,024.
     pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
         self.rate = NonZeroU32::new(per_second).zip(NonZeroU32::new(burst));
         self
@@ -161,7 +176,8 @@ impl ToolServerBuilder {
     /// How the rate limit and the per-client share tell clients apart. Default
     /// [`ClientKey::PeerAddress`]: the router must be served with
     /// `into_make_service_with_connect_info::<SocketAddr>()`, and requests without a peer
-    /// address are refused with 500.
+    /// address are refused with 500 where a limit needs the client (the rate limit, which
+    /// needs a bearer token, or the share).
     pub fn client_key(mut self, key: ClientKey) -> Self {
         self.client_key = key;
         self
@@ -285,8 +301,8 @@ impl ToolServerBuilder {
 /// A RAP tool server; [`router`](Self::router) gives the axum routes to mount.
 ///
 /// Serve the router with `into_make_service_with_connect_info::<SocketAddr>()` so the rate
-/// limit can tell clients apart by address; without it, requests are refused with 500 unless
-/// another [`ClientKey`] is configured.
+/// limit can tell clients apart by address; without it, requests are refused with 500 where a
+/// limit needs the client, unless another [`ClientKey`] is configured.
 #[derive(Clone)]
 pub struct ToolServer {
     inner: Arc<Inner>,
@@ -342,18 +358,27 @@ impl ToolServer {
 
     /// `POST /invoke`, `POST /cancel_tool_call` and `GET /.well-known/rap-toolset`.
     ///
-    /// The two `POST` routes sit behind layers, in this order: the per-client
-    /// [rate limit](ToolServerBuilder::rate_limit) (429), the
-    /// [bearer token](ToolServerBuilder::bearer_token) (401) and the
-    /// [body limit](ToolServerBuilder::body_limit) (413). The toolset is open.
+    /// The two `POST` routes sit behind layers, in this order: the client's identity (500
+    /// if it cannot be told, where a limit needs it), the
+    /// [bearer token](ToolServerBuilder::bearer_token) (401) with the per-client
+    /// [rate limit](ToolServerBuilder::rate_limit) of failed authentications (429 for every
+    /// request of a client that spent it) and the [body limit](ToolServerBuilder::body_limit)
+    /// (413). The toolset is open.
     pub fn router(&self) -> axum::Router {
         let admission = &self.inner.admission;
         let share = self.inner.running.needs_client();
         axum::Router::new()
-            .route("/invoke", admission.guard(post(handlers::invoke), share))
+            .route(
+                "/invoke",
+                admission.guard(post(handlers::invoke), share, WhenThrottled::Refuse),
+            )
             .route(
                 "/cancel_tool_call",
-                admission.guard(post(handlers::cancel_tool_call), false),
+                admission.guard(
+                    post(handlers::cancel_tool_call),
+                    false,
+                    WhenThrottled::ApplyBehind429,
+                ),
             )
             .route("/.well-known/rap-toolset", get(handlers::toolset))
             .with_state(Arc::clone(&self.inner))
@@ -365,8 +390,9 @@ impl ToolServer {
         self.inner.running.held()
     }
 
-    /// How many clients the rate limiter remembers right now (0 without a rate limit). It
-    /// forgets clients whose budget is full again, so this stays bounded (see
+    /// How many clients the rate limiter remembers right now: those that failed
+    /// authentication recently (0 without a rate limit or a bearer token). It forgets clients
+    /// whose budget is full again, so this stays bounded (see
     /// [`ToolServerBuilder::rate_limit`]).
     pub fn rate_limited_clients(&self) -> usize {
         self.inner.admission.rate_limited_clients()

@@ -1,6 +1,9 @@
-//! The tool server's router: its callback origins, and the order of its layers.
+//! The tool server's router: its callback origins, and the order of its layers (the rate
+//! limit's budget of failed authentications is in `tests/throttle.rs`).
 
 use super::*;
+
+mod throttle;
 
 #[test]
 fn callback_origins_are_checked_when_configured() {
@@ -64,12 +67,12 @@ mod layers {
 
     use crate::rap::{ClientKey, ToolCall, ToolError, ToolOutput, ToolServer, ToolServerBuilder};
 
-    const TOKEN: &str = "s3cret";
-    const ORIGIN: &str = "http://127.0.0.1:9";
+    pub(super) const TOKEN: &str = "s3cret";
+    pub(super) const ORIGIN: &str = "http://127.0.0.1:9";
 
     /// A server with one operation that runs until cancelled, no rate limit unless the test
     /// sets one.
-    fn builder() -> ToolServerBuilder {
+    pub(super) fn builder() -> ToolServerBuilder {
         ToolServer::builder("layers")
             .operation("wait", "Waits", json!({}), |_: Value, _: ToolCall| async {
                 std::future::pending::<Result<ToolOutput, ToolError>>().await
@@ -81,7 +84,7 @@ mod layers {
 
     /// A request from `address` (as `into_make_service_with_connect_info` would mark it), with
     /// `token` as its bearer token if any.
-    fn request(
+    pub(super) fn request(
         method: Method,
         path: &str,
         address: Option<&str>,
@@ -100,12 +103,12 @@ mod layers {
         request
     }
 
-    fn cancel(token: Option<&str>, body: Body) -> Request<Body> {
+    pub(super) fn cancel(token: Option<&str>, body: Body) -> Request<Body> {
         let path = "/cancel_tool_call";
         request(Method::POST, path, Some("192.0.2.1:4000"), token, body)
     }
 
-    fn invocation(id: &str) -> Body {
+    pub(super) fn invocation(id: &str) -> Body {
         Body::from(
             json!({
                 "group_id": "thread",
@@ -118,7 +121,7 @@ mod layers {
         )
     }
 
-    async fn send(router: &axum::Router, request: Request<Body>) -> (StatusCode, Bytes) {
+    pub(super) async fn send(router: &axum::Router, request: Request<Body>) -> (StatusCode, Bytes) {
         let response = router.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
@@ -155,7 +158,8 @@ mod layers {
             Body::empty(),
         );
         assert_eq!(send(&router, other).await.0, StatusCode::OK);
-        assert_eq!(server.rate_limited_clients(), 2);
+        // Only the client that failed authentication is remembered.
+        assert_eq!(server.rate_limited_clients(), 1);
     }
 
     #[tokio::test]
@@ -225,7 +229,15 @@ mod layers {
         let (status, body) = send(&open, anonymous("/invoke", Body::from("{}"))).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
         let unknown = json!({"error": "the server cannot identify the client for its rate limit"});
-        let limited = builder().rate_limit(50, 100).build().router();
+        // A rate limit without a bearer token never refuses: no client needed either.
+        let unguarded = builder().rate_limit(50, 100).build().router();
+        let (status, body) = send(&unguarded, anonymous("/invoke", Body::from("{}"))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
+        let limited = builder()
+            .rate_limit(50, 100)
+            .bearer_token(TOKEN)
+            .build()
+            .router();
         let shared = builder().max_running_per_client(1).build().router();
         for (router, path) in [
             (&limited, "/invoke"),
@@ -291,7 +303,9 @@ mod layers {
         }
         // The one request of the budget is still there.
         assert_eq!(server.rate_limited_clients(), 0);
-        let (status, _) = send(&router, cancel(Some(TOKEN), Body::empty())).await;
-        assert_eq!(status, StatusCode::OK);
+        let (status, _) = send(&router, cancel(Some("nope"), Body::empty())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (status, _) = send(&router, cancel(Some("nope"), Body::empty())).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     }
 }

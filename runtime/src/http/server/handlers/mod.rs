@@ -127,7 +127,7 @@ fn check_headers(
 }
 
 /// `POST`: one JSON-RPC message.
-pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) -> Response {
+pub(super) async fn post(AxumState(state): Shared, mut parts: Parts, body: Bytes) -> Response {
     let headers = &parts.headers;
     if let Some(refused) = check_origin(&state, headers) {
         return refused;
@@ -186,6 +186,13 @@ pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) ->
                 Target::NewSession => owner(&state, &parts),
                 Target::Session(_) | Target::Shared(_) => None,
             };
+            // The server's hook sees the request before its handler does; the headers it
+            // gives go on the response (an event stream starts before the handler runs).
+            let extra = state
+                .options
+                .on_request
+                .as_ref()
+                .map(|hook| (hook.0)(&method, &mut parts));
             let call = Call {
                 id: &id,
                 method: &method,
@@ -195,14 +202,18 @@ pub(super) async fn post(AxumState(state): Shared, parts: Parts, body: Bytes) ->
                 takes_sse,
                 http: HttpRequest::new(parts, session, id.clone()),
             };
-            match target {
+            let mut response = match target {
                 Target::NewSession => sessions::initialize(&state, call, owner).await,
                 Target::Session(session) => {
                     let conn = Arc::clone(&session.conn);
                     request(&state, &conn, Some(&session), call).await
                 }
                 Target::Shared(conn) => request(&state, &conn, None, call).await,
+            };
+            if let Some(extra) = extra {
+                response.headers_mut().extend(extra);
             }
+            response
         }
         Incoming::Notification { method, params } => {
             let target = match target(&state, &parts, None, Some(&method), params) {
