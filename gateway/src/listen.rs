@@ -333,10 +333,7 @@ mod tests {
     fn the_cap_fits_under_the_descriptor_limit_with_the_reserve_kept() {
         let config = config(4096, 256);
         let fitted = fit(&config, Some(1024)).unwrap();
-        assert_eq!(
-            fitted.max_connections,
-            1024 - DEFAULT_FD_RESERVE - OVERFLOW
-        );
+        assert_eq!(fitted.max_connections, 1024 - DEFAULT_FD_RESERVE - OVERFLOW);
         assert_eq!(fit(&config, Some(1_000_000)).unwrap().max_connections, 4096);
         assert_eq!(fit(&config, None).unwrap().max_connections, 4096);
         // The default reserve fits a small limit: 256 descriptors still serve 128 connections

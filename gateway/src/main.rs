@@ -79,7 +79,12 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    for warning in config.auth.warnings().into_iter().chain(config.limits.warnings()) {
+    for warning in config
+        .auth
+        .warnings()
+        .into_iter()
+        .chain(config.limits.warnings())
+    {
         tracing::warn!("{warning}");
         eprintln!("warning: {warning}");
     }

@@ -31,8 +31,17 @@ async fn two_users_id_1_are_two_runs_and_a_bare_1_is_ambiguous_for_an_admin() {
     let ambiguous = cancel(&gateway, "admin", "1", Some("which?")).await;
     assert_eq!(ambiguous.status, 409, "{}", ambiguous.text);
     assert!(ambiguous.detail().contains("run id"), "{}", ambiguous.text);
-    let ambiguous_status = status(&gateway, "admin", "1").await;
-    assert_eq!(ambiguous_status.status, 409, "{}", ambiguous_status.text);
+    assert_eq!(ambiguous.body["run_ids"].as_array().map(Vec::len), Some(2));
+    // A status read reports one of them and names the other.
+    let both = status(&gateway, "admin", "1").await;
+    assert_eq!(both.status, 200, "{}", both.text);
+    let reported = both.body["run_id"].as_str().unwrap().to_owned();
+    let other = if reported == alice_run {
+        &bob_run
+    } else {
+        &alice_run
+    };
+    assert_eq!(both.body["other_run_ids"], json!([other]), "{}", both.text);
     assert_eq!(
         gateway.count_stderr(SLEEP_CANCELLED),
         0,
@@ -89,7 +98,12 @@ async fn the_integer_1_and_the_string_1_are_two_runs() {
     // "1" names both of alice's runs: refused, and neither is touched.
     let ambiguous = cancel(&gateway, "alice", "1", None).await;
     assert_eq!(ambiguous.status, 409, "{}", ambiguous.text);
-    assert_eq!(status(&gateway, "alice", "1").await.status, 409);
+    assert_eq!(
+        status(&gateway, "alice", "1").await.body["other_run_ids"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
     assert_eq!(gateway.count_stderr(SLEEP_CANCELLED), 0);
 
     // Spellings of 1 that no JSON-RPC id has name neither run.
@@ -236,8 +250,9 @@ async fn a_cancel_that_arrives_first_expires_after_its_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_cannot_leave_a_cancel_for_another_users_run() {
     let gateway = Gateway::start();
-    let refused = cancel(&gateway, "alice", "77", Some("sabotage")).await;
-    assert_eq!(refused.status, 403, "{}", refused.text);
+    // Queued (seed 004), for a run of alice's own only.
+    let queued = cancel(&gateway, "alice", "77", Some("sabotage")).await;
+    assert_eq!(queued.body["status"], "queued", "{}", queued.text);
     let reply = rpc(&gateway, "bob", &echo_call(json!(77), "untouched")).await;
     assert_eq!(
         reply.body["result"]["content"][0]["text"], "untouched",

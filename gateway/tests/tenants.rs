@@ -200,17 +200,27 @@ async fn an_admins_queued_cancel_holds_for_the_race_window_and_waits_for_the_use
     let after = status(&gateway, "admin", "later").await;
     assert_eq!(after.body["run_id"], hit.as_str(), "{}", after.text);
     assert_eq!(after.body["cancel_source"], "api");
-    let queued_at = after.body["cancel_queued_at"].as_f64().expect("cancel_queued_at");
+    let queued_at = after.body["cancel_queued_at"]
+        .as_f64()
+        .expect("cancel_queued_at");
     assert!(queued_at <= after.body["registered_at"].as_f64().unwrap());
     // It stopped one run only.
     let carols = rpc(&gateway, "carol", &echo_call(json!("later"), "mine")).await;
-    assert_eq!(carols.body["result"]["content"][0]["text"], "mine", "{}", carols.text);
+    assert_eq!(
+        carols.body["result"]["content"][0]["text"], "mine",
+        "{}",
+        carols.text
+    );
     // Past the race window, a queued cancel stops nothing.
     let stale = cancel(&gateway, "admin", "gone", None).await;
     assert_eq!(stale.body["status"], "queued", "{}", stale.text);
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
     let late = rpc(&gateway, "mallory", &echo_call(json!("gone"), "ran")).await;
-    assert_eq!(late.body["result"]["content"][0]["text"], "ran", "{}", late.text);
+    assert_eq!(
+        late.body["result"]["content"][0]["text"], "ran",
+        "{}",
+        late.text
+    );
     let scoped = cancel_with(
         &gateway,
         "admin",

@@ -163,10 +163,19 @@ fn per_user_shares_follow_their_bounds_and_a_share_at_its_bound_is_warned_about(
         .limits;
     let warnings = one.warnings();
     assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings[0].contains("`limits.max_runs_per_user` (1)"), "{warnings:?}");
-    assert!(warnings[1].contains("`limits.max_sessions` (50)"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("`limits.max_runs_per_user` (1)"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].contains("`limits.max_sessions` (50)"),
+        "{warnings:?}"
+    );
     let e = load("[limits]\nmax_runs = 8\nmax_runs_per_user = 9\n")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("`limits.max_runs_per_user`") && e.contains("(8)"), "{e}");
+    assert!(
+        e.contains("`limits.max_runs_per_user`") && e.contains("(8)"),
+        "{e}"
+    );
 }

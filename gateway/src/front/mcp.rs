@@ -171,7 +171,10 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
             NEXT_CHANNEL.fetch_add(1, Ordering::Relaxed)
         )),
     };
-    let reserved = http.extensions().get::<ReservedRunId>().map(|r| Arc::clone(&r.0));
+    let reserved = http
+        .extensions()
+        .get::<ReservedRunId>()
+        .map(|r| Arc::clone(&r.0));
     let (progress_tx, mut progress) = mpsc::channel(PROGRESS_BUFFER);
     let request = CallRequest {
         caller,

@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{Cluster, LocalRuns};
+pub use api::Status;
 use record::{CancelSource, RunKey, RunRecord, RunState, Tombstone, new_run_id, unix_now};
 use retained::{Evicted, Retained};
-pub use api::Status;
 pub use run::Run;
 pub use settings::{ApiError, CancelOutcome, RegisterError, Settings};
 

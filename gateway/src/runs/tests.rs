@@ -211,7 +211,11 @@ async fn a_run_id_names_only_its_run_and_a_queued_cancel_is_scoped() {
         .unwrap();
     // Mallory gives her call a string id equal to alice's run id.
     let _decoy = runs
-        .register(key("mallory", RequestId::String(victim.id().into())), None, None)
+        .register(
+            key("mallory", RequestId::String(victim.id().into())),
+            None,
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -236,7 +240,8 @@ async fn a_run_id_names_only_its_run_and_a_queued_cancel_is_scoped() {
         .unwrap();
     assert!(bob.token().is_cancelled());
     assert_eq!(
-        runs.cancel("sooner", &admin(), Some("r".into()), None).await,
+        runs.cancel("sooner", &admin(), Some("r".into()), None)
+            .await,
         Ok(CancelOutcome::Queued)
     );
     let anyone = runs
@@ -395,7 +400,10 @@ async fn a_users_cancel_finds_only_its_own_runs_and_an_ambiguous_id_is_refused()
         runs.status(alice.id(), &user("bob")).await,
         Err(ApiError::NotFound)
     );
-    assert_eq!(runs.status("2", &user("bob")).await, Err(ApiError::NotFound));
+    assert_eq!(
+        runs.status("2", &user("bob")).await,
+        Err(ApiError::NotFound)
+    );
     assert!(!alice.token().is_cancelled());
     assert_eq!(
         runs.cancel("1", &user("bob"), None, None).await,

@@ -252,7 +252,7 @@ async fn a_finished_runs_status_expires_after_the_retention() {
         status(&gateway, "admin", &run_id).await.body,
         json!({"detail": "Run not found"})
     );
-    assert_eq!(status(&gateway, "alice", "1").await.status, 403);
+    assert_eq!(status(&gateway, "alice", "1").await.status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,9 +32,10 @@ async fn rs256_tokens_from_a_jwks_url_follow_rotation_with_bounded_fetches() {
     );
     let claims = |sub: &str| json!({"sub": sub, "exp": now() + 600});
     let admin0 = jwt(Algorithm::RS256, Some("k0"), claims("admin"), &k0.signing);
-    let alice0 = jwt(Algorithm::RS256, Some("k0"), claims("alice"), &k0.signing);
+    let nobody0 = jwt(Algorithm::RS256, Some("k0"), claims("nobody"), &k0.signing);
     assert_eq!(status_code(&gateway, &admin0, "nothing").await, 404);
-    assert_eq!(status_code(&gateway, &alice0, "nothing").await, 403);
+    // Verified, and its subject's permissions applied: none.
+    assert_eq!(status_code(&gateway, &nobody0, "nothing").await, 403);
     // No secret is configured: HS256 tokens mean nothing.
     assert_eq!(status_code(&gateway, &token("admin"), "nothing").await, 401);
 

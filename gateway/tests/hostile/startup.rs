@@ -153,7 +153,11 @@ async fn a_small_descriptor_limit_fits_the_reserve_and_the_gateway_starts() {
         &support::http::echo_call(json!(1), "served"),
     )
     .await;
-    assert_eq!(reply.body["result"]["content"][0]["text"], "served", "{}", reply.text);
+    assert_eq!(
+        reply.body["result"]["content"][0]["text"], "served",
+        "{}",
+        reply.text
+    );
 }
 
 /// A per-user share not below its bound lets one user take all of it: the gateway starts,
@@ -166,7 +170,8 @@ async fn a_share_at_its_bound_is_warned_about_at_start() {
     });
     let stderr = gateway.stderr();
     assert!(
-        stderr.contains("warning: `limits.max_runs_per_user` (4) is not below `limits.max_runs` (4)"),
+        stderr
+            .contains("warning: `limits.max_runs_per_user` (4) is not below `limits.max_runs` (4)"),
         "{stderr}"
     );
 }

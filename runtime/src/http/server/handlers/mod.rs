@@ -85,32 +85,25 @@ fn target(
     }
 }
 
-/// `MCP-Protocol-Version` (and at 2026-07-28 the routing headers) must agree with what is in
-/// force: the session's revision, or what the request is stamped with.
+/// `MCP-Protocol-Version` (and at 2026-07-28 the routing headers) must be one the request can
+/// be answered by: in a session, any legacy revision the server speaks (see
+/// [`session_version`]); for a 2026-07-28 request, what it is stamped with.
 fn check_headers(
     headers: &HeaderMap,
     target: &Target,
     request: Option<(&RequestId, &str, Option<&RawValue>)>,
 ) -> Option<Response> {
-    let sent = headers
-        .get(mcp_headers::PROTOCOL_VERSION)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let id = request.map(|(id, ..)| id);
     match target {
         Target::NewSession => None,
         Target::Session(session) => {
-            let sent = sent?;
-            let agreed = session.version.get()?;
-            (sent != *agreed).then(|| {
-                rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    id,
-                    -32600,
-                    &format!(
-                        "Bad Request: MCP-Protocol-Version is {sent:?} but the session speaks {agreed}"
-                    ),
-                )
-            })
+            let sent = headers.get(mcp_headers::PROTOCOL_VERSION)?;
+            let agreed = session
+                .version
+                .get()
+                .map_or("a revision not agreed yet", String::as_str);
+            let message = session_version(sent.as_bytes(), agreed).err()?;
+            Some(rpc_error(StatusCode::BAD_REQUEST, id, -32600, &message))
         }
         Target::Shared(_) => {
             let (_, method, params) = request?;
@@ -123,6 +116,37 @@ fn check_headers(
             let status = StatusCode::from_u16(rejection.status).unwrap_or(StatusCode::BAD_REQUEST);
             Some(json(status, wire::error(id, &error)))
         }
+    }
+}
+
+/// Whether a session whose `initialize` agreed on `agreed` serves a request whose
+/// `MCP-Protocol-Version` is `sent`; the refusal's message if not.
+///
+/// The header SHOULD name the negotiated revision, and a server MUST answer 400 to one that is
+/// *invalid or unsupported* (2025-06-18 and 2025-11-25, basic/transports): so any revision that
+/// `initialize` answers as itself ([`McpRevision::legacy`]: 2024-11-05, 2025-03-26, 2025-06-18,
+/// 2025-11-25) is served, by the session's own rules — the official suite's client sends
+/// 2025-03-26 in a 2025-11-25 session, and the TypeScript and Python SDK servers accept any
+/// version they support. 2026-07-28 is refused although the server speaks it: that revision has
+/// no sessions and requires the version in the body's `_meta` to match the header, which a
+/// session's request does not carry; the Python SDK 2.x likewise routes a request with that
+/// header out of its sessions, to the stateless era, which refuses an unstamped request.
+fn session_version(sent: &[u8], agreed: &str) -> Result<(), String> {
+    let sent = String::from_utf8_lossy(sent);
+    match McpRevision::parse(&sent) {
+        Some(revision) if revision.has_initialize() => Ok(()),
+        Some(revision) => Err(format!(
+            "Bad Request: MCP-Protocol-Version is {revision}, which has no sessions, but the \
+             request is in a session that speaks {agreed}"
+        )),
+        None => Err(format!(
+            "Bad Request: MCP-Protocol-Version {sent:?} is not a revision this server supports in \
+             a session ({}); the session speaks {agreed}",
+            McpRevision::legacy()
+                .map(McpRevision::text)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
