@@ -16,7 +16,9 @@
 //!   the session, the client's own id at both eras;
 //! - with `session_owner`, a session is found only by its owner (404 for anyone else on POST,
 //!   GET, resumption and DELETE); `stop_streams_on` ends the GET streams, not the calls;
-//! - bad input: every refusal with its status and JSON-RPC error.
+//! - bad input: every refusal with its status and JSON-RPC error;
+//! - `MCP-Protocol-Version` in a session: every legacy revision is served, 2026-07-28 and
+//!   unknown versions get 400.
 
 mod cancels;
 mod exchanges;
@@ -26,3 +28,4 @@ mod mcp_post;
 mod refusals;
 mod sessions;
 mod streams;
+mod versions;

@@ -140,7 +140,7 @@ async fn bad_requests_get_a_clear_status_and_error() {
             session_headers[0],
             session_headers[1],
             session_headers[2],
-            ("mcp-protocol-version", "2025-06-18"),
+            ("mcp-protocol-version", "1999-01-01"),
         ],
         &unstamped,
     )
