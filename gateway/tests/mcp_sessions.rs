@@ -7,44 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use cancelkit::wire::sse;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
-use support::http::{mcp_session, sleep_call, status, until_stderr};
+use support::http::{mcp_session, read_messages, sleep_call, status, until_stderr};
 use support::{Gateway, client, token};
-
-/// Reads SSE messages from a response until `count` have arrived, the stream ends or
-/// `within` passes (then what came). Events without data (a priming event) carry only an id. Gives the messages and
-/// the last event id seen.
-async fn read_messages(
-    response: reqwest::Response,
-    count: usize,
-    within: Duration,
-) -> (Vec<Value>, Option<String>) {
-    let mut body = response.bytes_stream();
-    let mut parser = sse::Parser::new(sse::Limits::default());
-    let mut events = Vec::new();
-    let mut messages = Vec::new();
-    let mut last_id = None;
-    let deadline = tokio::time::Instant::now() + within;
-    while messages.len() < count {
-        let Ok(chunk) = tokio::time::timeout_at(deadline, body.next()).await else {
-            break;
-        };
-        let Some(chunk) = chunk else { break };
-        let chunk = chunk.expect("a chunk");
-        parser
-            .feed(&chunk, &mut events)
-            .expect("events within the limits");
-        for event in events.drain(..) {
-            last_id = event.id.clone().or(last_id);
-            if !event.data.is_empty() {
-                messages.push(serde_json::from_str(&event.data).expect("JSON in data"));
-            }
-        }
-    }
-    (messages, last_id)
-}
 
 fn post(gateway: &Gateway, session: &str, message: &Value) -> reqwest::RequestBuilder {
     client()
