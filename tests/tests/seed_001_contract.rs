@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,11 @@ struct Tools {
 
 impl Tools {
     async fn start() -> Tools {
+        Tools::with_rate_limit(50, 100).await
+    }
+
+    /// [`start`](Self::start), with `rate_limit(per_second, burst)` (the default: 50, 100).
+    async fn with_rate_limit(per_second: u32, burst: u32) -> Tools {
         let results = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&results);
         let callbacks = axum::Router::new().route(
@@ -72,6 +77,7 @@ impl Tools {
         let (scopes_tx, scopes) = mpsc::unbounded_channel();
         let server = ToolServer::builder("seed-001")
             .bearer_token(TOKEN)
+            .rate_limit(per_second, burst)
             .allow_callback_origin(&format!("http://{callback}"))
             .unwrap()
             .operation(
@@ -122,18 +128,27 @@ impl Tools {
 
     /// A `/cancel_tool_call` for `id` as the seed's example sends it: status and body.
     async fn cancel(&self, token: Option<&str>, id: &str) -> (u16, Vec<u8>) {
-        let mut request = self
-            .http
-            .post(format!("{}/cancel_tool_call", self.base))
-            .header("content-type", "application/json")
-            .body(json!({"thread_id": "thread_1", "tool_call_id": id}).to_string());
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.bytes().await.unwrap().to_vec())
+        cancel_at(&self.http, &self.base, token, id).await
     }
+}
+
+/// A `/cancel_tool_call` for `id` to the server at `base`: status and body.
+async fn cancel_at(
+    http: &reqwest::Client,
+    base: &str,
+    token: Option<&str>,
+    id: &str,
+) -> (u16, Vec<u8>) {
+    let mut request = http
+        .post(format!("{base}/cancel_tool_call"))
+        .header("content-type", "application/json")
+        .body(json!({"thread_id": "thread_1", "tool_call_id": id}).to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.bytes().await.unwrap().to_vec())
 }
 
 /// Whether `scope` is cancelled within 2 s.
@@ -213,6 +228,17 @@ async fn cancel_all(
     outcomes.into_iter().flatten().map(|d| d.outcome).collect()
 }
 
+/// Outcomes counted: "300 x 200", or "290 x 200, 10 x 429", "1 x error".
+fn summary(outcomes: &[Result<u16, String>]) -> String {
+    let mut counts = std::collections::BTreeMap::new();
+    for outcome in outcomes {
+        let key = outcome.as_ref().map_or("error".to_owned(), u16::to_string);
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    let parts: Vec<_> = counts.iter().map(|(k, n)| format!("{n} x {k}")).collect();
+    parts.join(", ")
+}
+
 /// Invokes `n` calls, then cancels them all at once through the runtime's `Notifier`.
 async fn burst(n: usize) {
     let mut tools = Tools::start().await;
@@ -229,8 +255,8 @@ async fn burst(n: usize) {
     let notifier = Notifier::new([target], Duration::from_secs(10));
     let outcomes = cancel_all(&notifier, (0..n).map(|i| format!("call_{i}"))).await;
     let ok = outcomes.iter().filter(|o| **o == Ok(200)).count();
-    eprintln!("{n} authenticated cancels at once: {ok} x 200");
-    assert_eq!(ok, n, "{MUST_RETURN_200} Got {outcomes:?}");
+    eprintln!("{n} authenticated cancels at once: {}", summary(&outcomes));
+    assert_eq!(ok, n, "{MUST_RETURN_200} Got {}", summary(&outcomes));
     for scope in &scopes {
         assert!(
             cancelled(scope).await,
@@ -269,37 +295,64 @@ async fn unauthenticated_cancels_are_refused_and_not_applied() {
     assert!(cancelled(&scope).await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guessing_is_rate_limited_and_the_runtimes_cancels_still_apply() {
-    let mut tools = Tools::start().await;
-    let scope = tools.watch("call_under_attack").await;
-    // "Tool servers SHOULD rate-limit the /cancel_tool_call endpoint to prevent abuse."
-    let mut first_429 = None;
-    for attempt in 1..=300 {
-        match tools.cancel(Some("guess"), "call_under_attack").await.0 {
-            401 => {}
-            429 => {
-                first_429 = Some(attempt);
-                break;
+/// Wrong tokens from 127.0.0.1 as fast as two connections go, until `stop` (at most 20,000).
+fn guess(tools: &Tools, stop: &Arc<AtomicBool>) -> tokio::task::JoinSet<Vec<u16>> {
+    let mut guessers = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let (http, base, stop) = (tools.http.clone(), tools.base.clone(), Arc::clone(stop));
+        guessers.spawn(async move {
+            let mut statuses = Vec::new();
+            while !stop.load(Ordering::SeqCst) && statuses.len() < 20_000 {
+                statuses.push(cancel_at(&http, &base, Some("guess"), "call_x").await.0);
             }
-            other => panic!("a wrong token got {other}"),
-        }
+            statuses
+        });
     }
-    assert!(first_429.is_some(), "no 429 within 300 wrong tokens");
-    // The runtime on the guesser's own address: "the runtime MUST NOT retry", so a cancel the
-    // server refused would be lost. Whatever the answer, it is applied.
-    let (status, _) = tools.cancel(Some(TOKEN), "call_under_attack").await;
-    assert!(cancelled(&scope).await, "{NO_RETRIES} (answered {status})");
+    guessers
 }
 
-/// One request a test's own server received, and when.
-struct Received {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Vec<u8>,
-    at: Instant,
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessing_is_rate_limited_and_the_runtimes_cancels_still_apply() {
+    // Refilling one request a second, so that the guessers keep the budget spent.
+    let mut tools = Tools::with_rate_limit(1, 100).await;
+    let mut scopes = Vec::new();
+    for i in 0..50 {
+        scopes.push(tools.watch(&format!("call_{i}")).await);
+    }
+    // "Tool servers SHOULD rate-limit the /cancel_tool_call endpoint to prevent abuse."
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut guessers = guess(&tools, &stop);
+    for _ in 0..600 {
+        if tools.cancel(Some("guess"), "call_x").await.0 == 429 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The runtime on the guessers' own address cancels every call at once while they go on:
+    // "the runtime MUST NOT retry", so a cancel the server refused would be lost. Whatever
+    // the answers, every cancel is applied.
+    let target = ToolServerTarget::new(tools.base.clone()).with_bearer_token(TOKEN);
+    let notifier = Notifier::new([target], Duration::from_secs(10));
+    let outcomes = cancel_all(&notifier, (0..50).map(|i| format!("call_{i}"))).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut guessed = Vec::new();
+    while let Some(statuses) = guessers.join_next().await {
+        guessed.extend(statuses.unwrap().into_iter().map(Ok));
+    }
+    let (guessed, answered) = (summary(&guessed), summary(&outcomes));
+    eprintln!("wrong tokens: {guessed}; the runtime's 50 cancels meanwhile: {answered}");
+    assert!(guessed.contains(" x 429"), "not rate-limited: {guessed}");
+    assert!(
+        answered.contains(" x 429"),
+        "the attack missed the runtime: {answered}"
+    );
+    for scope in &scopes {
+        assert!(cancelled(scope).await, "{NO_RETRIES} {answered}");
+    }
 }
+
+/// One request a test's own server received (method, URI, headers, body), and when.
+type Received = (Method, Uri, HeaderMap, Vec<u8>, Instant);
 
 /// What one of the test's own servers received.
 #[derive(Clone, Default)]
@@ -315,15 +368,7 @@ async fn recording_server(status: Option<u16>) -> (String, Seen) {
                   uri: Uri,
                   headers: HeaderMap,
                   body: axum::body::Bytes| async move {
-                let body = body.to_vec();
-                let at = Instant::now();
-                let received = Received {
-                    method,
-                    uri,
-                    headers,
-                    body,
-                    at,
-                };
+                let received = (method, uri, headers, body.to_vec(), Instant::now());
                 seen.0.lock().unwrap().push(received);
                 match status {
                     Some(status) => axum::http::StatusCode::from_u16(status).unwrap(),
@@ -399,13 +444,7 @@ async fn the_runtime_notifies_every_server_once_concurrently_and_never_retries()
     ] {
         let seen = seen.0.lock().unwrap();
         assert_eq!(seen.len(), 1, "the server answering {name}: {NO_RETRIES}");
-        let Received {
-            method,
-            uri,
-            headers,
-            body,
-            at,
-        } = &seen[0];
+        let (method, uri, headers, body, at) = &seen[0];
         // "The runtime MUST send the tool cancellation notification as an HTTP POST with
         // Content-Type: application/json to the tool server's /cancel_tool_call endpoint."
         assert_eq!((method, uri.path()), (&Method::POST, "/cancel_tool_call"));
@@ -451,8 +490,9 @@ async fn the_example_tool_server_answers_a_burst_of_authenticated_cancels_all_20
     for n in [300, 500] {
         let outcomes = cancel_all(&notifier, (0..n).map(|i| format!("call_{n}_{i}"))).await;
         let ok = outcomes.iter().filter(|o| **o == Ok(200)).count();
-        eprintln!("rap_tool_server: {n} authenticated cancels at once: {ok} x 200");
-        assert_eq!(ok, n, "{MUST_RETURN_200} Got {outcomes:?}");
+        let got = summary(&outcomes);
+        eprintln!("rap_tool_server: {n} authenticated cancels at once: {got}");
+        assert_eq!(ok, n, "{MUST_RETURN_200} Got {got}");
     }
     child.kill().await.unwrap();
 }

@@ -30,7 +30,7 @@ use super::ClientKey;
 use super::limiter::Limiter;
 
 /// Who sent a request, as far as the server tells clients apart: a request extension, set by
-/// the client layer (see [`Admission::guard`]) on the routes that know their clients.
+/// the admission layer (see [`Admission::guard`]) on the routes that know their clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Client {
     /// One IPv4 address, or one IPv6 /64.

@@ -138,8 +138,9 @@ impl ToolServerBuilder {
     }
 
     /// Requires `Authorization: Bearer <token>` on `/invoke` and `/cancel_tool_call`
-    /// (401 otherwise). The token is compared in constant time (SHA-256 digests compared with
-    /// [`subtle`]), so response timing reveals neither its bytes nor its length.
+    /// (401 otherwise; each refusal spends its client's [`rate_limit`](Self::rate_limit)
+    /// budget, 429 once it is spent). The token is compared in constant time (SHA-256 digests
+    /// compared with [`subtle`]), so response timing reveals neither its bytes nor its length.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
         self
