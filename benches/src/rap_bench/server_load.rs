@@ -44,7 +44,7 @@ pub async fn run() {
         "rap_load",
         format!(
             "The RAP tool server (`cancelkit::rap::ToolServer`, default settings: rate limit \
-             before authentication, body limit, clients keyed by address) over loopback \
+             on failed authentication, body limit, clients keyed by address) over loopback \
              HTTP/1.1, on a tokio multi-thread runtime with 2 worker threads that also runs the \
              clients. Two runs, one each (not rounds; the figures are those runs'): {} \
              connections opened and dropped, {CHURN_CONCURRENCY} at a time, each from its own \
