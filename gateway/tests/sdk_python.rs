@@ -18,13 +18,21 @@
 //! spoken to at 2026-07-28 (the gateway cancels a call upstream by closing its response stream)
 //! and, limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with
 //! its own id for the call); there the upstream's tap shows each stop arrived that way.
+//!
+//! And through third-party upstreams ([`ThirdParty`], one test, its servers started once):
+//! server-everything on stdio and over Streamable HTTP (the gateway speaks 2025-11-25 to it and
+//! cancels with `notifications/cancelled`), and FastMCP over Streamable HTTP (2026-07-28: the
+//! gateway cancels by closing the call's stream), each in both eras — so each is cancelled by
+//! the client's `notifications/cancelled` (2025-11-25), by the client's closed stream
+//! (2026-07-28) and by the API (both). FastMCP's log shows its tool stopped; server-everything's
+//! wire shows it was told and dropped the result; the client gets no progress after a cancel.
 //! Python is required: without it these tests fail, they never skip.
 
 mod support;
 
 use support::sdk::{
-    CancelBy, Era, Expected, HttpDemo, Script, StdioDemo, UpstreamUnderTest, run_scenarios,
-    start_gateway,
+    CancelBy, Case, Era, Expected, HttpDemo, Script, StdioDemo, ThirdParty, UpstreamUnderTest,
+    Which, run_cases, run_scenarios, start_gateway,
 };
 use support::token;
 
@@ -36,7 +44,8 @@ async fn python_sdk(upstream: &dyn UpstreamUnderTest, era: Era, cancel_by: Cance
         Era::V2025 => "initialize",
         Era::V2026 => "discover",
     };
-    let script = Script::python("gateway_client.py", &[&url, &token("alice"), how]);
+    let tools = upstream.tools().script_arg();
+    let script = Script::python("gateway_client.py", &[&url, &token("alice"), how, &tools]);
     let expected = Expected {
         era,
         abort_reason: match era {
@@ -83,4 +92,26 @@ async fn python_sdk_2025_11_25_through_a_2026_07_28_http_upstream() {
 async fn python_sdk_2025_11_25_through_a_2025_11_25_http_upstream() {
     let upstream = HttpDemo::start(Era::V2025).await;
     python_sdk(&upstream, Era::V2025, CancelBy::BareId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2025_11_25_and_2026_07_28_through_third_party_upstreams() {
+    let servers = std::sync::Arc::new(ThirdParty::start().await);
+    let mut cases: Vec<Case> = Vec::new();
+    for which in Which::ALL {
+        for (era, cancel_by) in [
+            (Era::V2025, CancelBy::BareId),
+            (Era::V2026, CancelBy::RunId),
+        ] {
+            let servers = std::sync::Arc::clone(&servers);
+            cases.push((
+                format!("Python SDK at {} through {which:?}", era.version()),
+                Box::pin(async move {
+                    let upstream = servers.upstream(which).await;
+                    python_sdk(&*upstream, era, cancel_by).await;
+                }),
+            ));
+        }
+    }
+    run_cases(3, cases).await;
 }

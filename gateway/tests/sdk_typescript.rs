@@ -16,13 +16,19 @@
 //! spoken to at 2026-07-28 (the gateway cancels a call upstream by closing its response stream)
 //! and, limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with
 //! its own id for the call); there the upstream's tap shows each stop arrived that way.
+//!
+//! And through third-party upstreams ([`ThirdParty`], one test, its servers started once):
+//! server-everything on stdio and over Streamable HTTP, FastMCP over Streamable HTTP, each
+//! cancelled by the client's abort and by the API. This SDK speaks 2025-11-25 at the latest
+//! (1.32.2's `LATEST_PROTOCOL_VERSION`): a closed stream is no cancel there, so the cancel by a
+//! closed stream (2026-07-28) is the Python SDK's test.
 //! Node and npm are required: without them these tests fail, they never skip.
 
 mod support;
 
 use support::sdk::{
-    CancelBy, Era, Expected, HttpDemo, Script, StdioDemo, UpstreamUnderTest, run_scenarios,
-    start_gateway,
+    CancelBy, Case, Era, Expected, HttpDemo, Script, StdioDemo, ThirdParty, UpstreamUnderTest,
+    Which, run_cases, run_scenarios, start_gateway,
 };
 use support::token;
 
@@ -30,7 +36,8 @@ use support::token;
 async fn typescript_sdk(upstream: &dyn UpstreamUnderTest, cancel_by: CancelBy) {
     let gateway = start_gateway(upstream);
     let url = gateway.url("/mcp");
-    let script = Script::node("gateway_client.mjs", &[&url, &token("alice")]);
+    let tools = upstream.tools().script_arg();
+    let script = Script::node("gateway_client.mjs", &[&url, &token("alice"), &tools]);
     let expected = Expected {
         era: Era::V2025,
         // The AbortSignal's reason, which the SDK puts in notifications/cancelled.
@@ -57,4 +64,25 @@ async fn typescript_sdk_2025_11_25_through_a_2026_07_28_http_upstream() {
 async fn typescript_sdk_2025_11_25_through_a_2025_11_25_http_upstream() {
     let upstream = HttpDemo::start(Era::V2025).await;
     typescript_sdk(&upstream, CancelBy::BareId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_2025_11_25_third_party_upstreams() {
+    let servers = std::sync::Arc::new(ThirdParty::start().await);
+    let mut cases: Vec<Case> = Vec::new();
+    for (which, cancel_by) in
+        Which::ALL
+            .into_iter()
+            .zip([CancelBy::BareId, CancelBy::RunId, CancelBy::BareId])
+    {
+        let servers = std::sync::Arc::clone(&servers);
+        cases.push((
+            format!("TypeScript SDK at 2025-11-25 through {which:?}"),
+            Box::pin(async move {
+                let upstream = servers.upstream(which).await;
+                typescript_sdk(&*upstream, cancel_by).await;
+            }),
+        ));
+    }
+    run_cases(3, cases).await;
 }

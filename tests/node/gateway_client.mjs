@@ -2,7 +2,16 @@
 // gateway's `/mcp` endpoint over Streamable HTTP (MCP 2025-11-25: an Mcp-Session-Id session, a
 // cancel is a POSTed notifications/cancelled). Driven by gateway/tests/sdk_typescript.rs.
 //
-//     node gateway_client.mjs URL TOKEN
+//     node gateway_client.mjs URL TOKEN [TOOLS]
+//
+// TOOLS (JSON, optional) names the upstream's tools the script calls, as the gateway exposes
+// them: `{"slow": {name, args}, "progress": {name, args}, "fast": {name, args}, "settleMs"}` — the
+// slow call (long, with progress), the same tool for a short call with progress, a fast call
+// whose string arguments have `{text}` replaced by the text of each call, and how long a slow
+// call runs upstream when nothing stops it (the script waits that long after the API-cancelled
+// call was sent before its `wire`, so a late result or progress of a cancelled call has every
+// chance to show). Without it: the demo upstream's `demo-sleep {seconds: 30}`,
+// `demo-sleep {seconds: 0.5}`, `demo-echo {text}`, no settling. Names below are the demo's.
 //
 // In order: connect (`connected`), list the tools (`list_tools`), call `demo-echo` (`echo`);
 // call `demo-sleep {seconds: 0.5}` with `onprogress` (`progress`); client abort: call
@@ -15,7 +24,11 @@
 // is sent, so that some notifications/cancelled overtake their call (`abort_burst`), and wait
 // on stdin again; wait for late messages, and print `wire`: every HTTP exchange with the
 // gateway, with every JSON-RPC message the gateway sent on each response body (read below the
-// SDK, from the bytes) and how each body ended.
+// SDK, from the bytes), when each arrived (`messageTimes`, Unix ms), and how and when each body
+// ended (`ended`, `endedAt`);
+// with the errors the SDK reported through `onerror` (`transportErrors`). Times named `...At`
+// are Unix epoch milliseconds (the test compares them with its own clock): `abortedAt` (the
+// moment the client aborted), each progress callback's time (`progressTimes`).
 //
 // Prints JSON lines, each an object with an "event" member. Everything runs under a hard time
 // limit; stdin closing early ends the script.
@@ -28,47 +41,78 @@ const CALL_LIMIT_MS = 15_000;
 const LATE_MESSAGE_WAIT_MS = 300;
 const ABORT_BURST = 60;
 
-const [url, token] = process.argv.slice(2);
+const [url, token, toolsJson] = process.argv.slice(2);
 if (!url || !token) {
-  console.error("usage: node gateway_client.mjs URL TOKEN");
+  console.error("usage: node gateway_client.mjs URL TOKEN [TOOLS]");
   process.exit(2);
 }
+const TOOLS = {
+  slow: { name: "demo-sleep", args: { seconds: 30 } },
+  progress: { name: "demo-sleep", args: { seconds: 0.5 } },
+  fast: { name: "demo-echo", args: { text: "{text}" } },
+  settleMs: 0,
+  ...(toolsJson ? JSON.parse(toolsJson) : {}),
+};
+// When the aborted and the API-cancelled slow calls were sent (Unix ms), for the settling wait.
+const slowSent = [];
+const transportErrors = [];
+const withText = (args, text) => JSON.parse(JSON.stringify(args), (_, v) => (typeof v === "string" ? v.replaceAll("{text}", text) : v));
 
 const t0 = Date.now();
 const emit = (event, fields = {}) => console.log(JSON.stringify({ event, ms: Date.now() - t0, ...fields }));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// The last line, written whole before the process exits (a pipe is written asynchronously:
+// exiting at once would cut a long line).
+const emitAndExit = (event, fields, code) => {
+  process.stdout.write(`${JSON.stringify({ event, ms: Date.now() - t0, ...fields })}\n`, () => process.exit(code));
+};
 
 // Every HTTP exchange, recorded below the SDK.
 const exchanges = [];
-const wire = () => exchanges.map((e) => ({ ...e, messages: messagesOf(e), body: undefined }));
+const wire = () => exchanges.map((e) => {
+  const [messages, messageTimes] = messagesOf(e);
+  return { ...e, messages, messageTimes, body: undefined, events: undefined, eventTimes: undefined, pending: undefined, data: undefined, lastChunkAt: undefined };
+});
 const limit = setTimeout(() => {
   emit("timeout", { limitMs: WHOLE_RUN_LIMIT_MS });
-  emit("wire", { exchanges: wire() });
-  process.exit(3);
+  emitAndExit("wire", { exchanges: wire(), transportErrors }, 3);
 }, WHOLE_RUN_LIMIT_MS);
 
+// The JSON-RPC messages of a body (each SSE event's data, or the JSON body) and when each
+// arrived.
 function messagesOf(exchange) {
-  const text = exchange.body;
   if (!(exchange.contentType ?? "").startsWith("text/event-stream")) {
-    if (!text.trim()) return [];
-    try { return [JSON.parse(text)]; } catch { return [{ unparsed: text }]; }
+    const text = exchange.body;
+    if (!text.trim()) return [[], []];
+    let found;
+    try { found = [JSON.parse(text)]; } catch { found = [{ unparsed: text }]; }
+    return [found, [exchange.lastChunkAt]];
   }
-  const found = [];
-  let data = [];
-  for (const line of text.replace(/\r\n/g, "\n").split("\n")) {
+  return [exchange.events, exchange.eventTimes];
+}
+
+// A chunk of an exchange's body, as it arrives: SSE events are parsed at once, each with its
+// arrival time. An event cut off before its blank line never reached the client as a message.
+function feed(exchange, text) {
+  exchange.body += text;
+  exchange.lastChunkAt = Date.now();
+  const lines = (exchange.pending + text).split("\n");
+  exchange.pending = lines.pop();
+  for (let line of lines) {
+    if (line.endsWith("\r")) line = line.slice(0, -1);
     if (line === "") {
       // An event whose data is empty (the priming event of a resumable stream) is not
       // dispatched, as the SSE standard says.
-      const joined = data.join("\n");
+      const joined = exchange.data.join("\n");
       if (joined !== "") {
-        try { found.push(JSON.parse(joined)); } catch { found.push({ unparsed: joined }); }
+        try { exchange.events.push(JSON.parse(joined)); } catch { exchange.events.push({ unparsed: joined }); }
+        exchange.eventTimes.push(exchange.lastChunkAt);
       }
-      data = [];
+      exchange.data = [];
     } else if (line.startsWith("data:")) {
-      data.push(line.slice(5).replace(/^ /, ""));
+      exchange.data.push(line.slice(5).replace(/^ /, ""));
     }
   }
-  return found;
 }
 
 // A fetch that records each request and passes the response body through a recorder: a
@@ -90,6 +134,12 @@ async function tapFetch(input, init = {}) {
     ended: null,
     startedMs: Date.now() - t0,
     endedMs: null,
+    endedAt: null,
+    events: [],
+    eventTimes: [],
+    pending: "",
+    data: [],
+    lastChunkAt: null,
   };
   exchanges.push(exchange);
   const response = await fetch(input, init);
@@ -98,6 +148,7 @@ async function tapFetch(input, init = {}) {
   if (!response.body) {
     exchange.ended = "eof";
     exchange.endedMs = Date.now() - t0;
+    exchange.endedAt = Date.now();
     return response;
   }
   const reader = response.body.getReader();
@@ -106,6 +157,7 @@ async function tapFetch(input, init = {}) {
     if (exchange.ended === null) {
       exchange.ended = how;
       exchange.endedMs = Date.now() - t0;
+      exchange.endedAt = Date.now();
     }
   };
   const body = new ReadableStream({
@@ -117,7 +169,7 @@ async function tapFetch(input, init = {}) {
           controller.close();
           return;
         }
-        exchange.body += decoder.decode(value, { stream: true });
+        feed(exchange, decoder.decode(value, { stream: true }));
         controller.enqueue(value);
       } catch (error) {
         end(`error: ${error}`);
@@ -149,22 +201,24 @@ const lastCall = (tool) => {
   return null;
 };
 
-// A 30 s demo-sleep; resolves `running` at its first progress (the upstream tool is running).
+// The slow call (a 30 s demo-sleep); resolves `running` at its first progress (the upstream
+// tool is running).
 function slowCall(client, signal) {
-  let progressCount = 0;
+  const progressTimes = [];
   let markRunning;
   const running = new Promise((resolve) => { markRunning = resolve; });
+  slowSent.push(Date.now());
   const call = client.callTool(
-    { name: "demo-sleep", arguments: { seconds: 30 } },
+    { name: TOOLS.slow.name, arguments: TOOLS.slow.args },
     undefined,
-    { signal, timeout: CALL_LIMIT_MS, onprogress: () => { progressCount += 1; markRunning(); } },
+    { signal, timeout: CALL_LIMIT_MS, onprogress: () => { progressTimes.push(Date.now()); markRunning(); } },
   );
   const outcome = call.then(
     (result) => ({ state: "completed", text: textOf(result) }),
     (error) => ({ state: "rejected", error: errorOf(error) }),
   );
   outcome.then(() => markRunning());
-  return { running, outcome, progress: () => progressCount };
+  return { running, outcome, progress: () => progressTimes.length, progressTimes };
 }
 
 const transport = new StreamableHTTPClientTransport(new URL(url), {
@@ -172,6 +226,7 @@ const transport = new StreamableHTTPClientTransport(new URL(url), {
   fetch: tapFetch,
 });
 const client = new Client({ name: "cancelkit-gateway-ts", version: "1.0.0" });
+client.onerror = (error) => transportErrors.push(String(error?.message ?? error).slice(0, 500));
 try {
   await client.connect(transport);
   emit("connected", { protocolVersion: transport.protocolVersion ?? null, server: client.getServerVersion() ?? null, sessionId: transport.sessionId ?? null });
@@ -185,7 +240,7 @@ try {
 
   const echo = async (text) => {
     try {
-      const result = await client.callTool({ name: "demo-echo", arguments: { text } });
+      const result = await client.callTool({ name: TOOLS.fast.name, arguments: withText(TOOLS.fast.args, text) });
       emit("echo", { text: textOf(result), isError: result.isError ?? false, meta: result._meta ?? null });
     } catch (error) {
       emit("echo", { error: errorOf(error) });
@@ -197,7 +252,7 @@ try {
     const updates = [];
     try {
       const result = await client.callTool(
-        { name: "demo-sleep", arguments: { seconds: 0.5 } },
+        { name: TOOLS.progress.name, arguments: TOOLS.progress.args },
         undefined,
         { timeout: CALL_LIMIT_MS, onprogress: (p) => updates.push(p) },
       );
@@ -212,13 +267,16 @@ try {
     const started = Date.now();
     const call = slowCall(client, controller.signal);
     await call.running;
+    const abortedAt = Date.now();
     controller.abort("user pressed stop");
     const outcome = await call.outcome;
     emit("client_abort", {
-      requestId: lastCall("demo-sleep"),
+      requestId: lastCall(TOOLS.slow.name),
       outcome: outcome.state,
       error: outcome.error ?? null,
       progressBeforeAbort: call.progress(),
+      progressTimes: call.progressTimes,
+      abortedAt,
       abortedAfterMs: Date.now() - started,
     });
   }
@@ -228,10 +286,11 @@ try {
     const started = Date.now();
     const call = slowCall(client, undefined);
     await call.running;
-    if (call.progress() > 0) emit("api_cancel_ready", { requestId: lastCall("demo-sleep") });
+    if (call.progress() > 0) emit("api_cancel_ready", { requestId: lastCall(TOOLS.slow.name) });
     const outcome = await call.outcome;
     emit("api_cancel", {
-      requestId: lastCall("demo-sleep"),
+      requestId: lastCall(TOOLS.slow.name),
+      progressTimes: call.progressTimes,
       outcome: outcome.state,
       error: outcome.error ?? null,
       text: outcome.text ?? null,
@@ -250,7 +309,7 @@ try {
     for (let i = 0; i < ABORT_BURST; i++) {
       const controller = new AbortController();
       const call = client
-        .callTool({ name: "demo-sleep", arguments: { seconds: 30 } }, undefined, { signal: controller.signal })
+        .callTool({ name: TOOLS.slow.name, arguments: TOOLS.slow.args }, undefined, { signal: controller.signal })
         .then(() => "completed", () => "rejected");
       setTimeout(() => controller.abort("burst"), i % 3);
       const outcome = await call;
@@ -260,14 +319,15 @@ try {
     emit("abort_burst", { calls: ABORT_BURST, outcomes, ids });
   }
   await waitForGo("abort_burst");
-  // Give a late message for a cancelled call every chance to arrive.
-  await sleep(LATE_MESSAGE_WAIT_MS);
+  // Give a late message for a cancelled call every chance to arrive: past the end the slow
+  // calls would have had upstream, had nothing stopped them.
+  const settleUntil = Math.max(0, ...slowSent) + (TOOLS.settleMs ?? 0);
+  await sleep(Math.max(LATE_MESSAGE_WAIT_MS, settleUntil - Date.now()));
   await transport.terminateSession().catch((error) => emit("terminate", { error: errorOf(error) }));
   await client.close();
 } catch (error) {
   emit("failed", { error: errorOf(error), stack: error?.stack ?? null });
 } finally {
   clearTimeout(limit);
-  emit("wire", { exchanges: wire() });
-  process.exit(0);
+  emitAndExit("wire", { exchanges: wire(), transportErrors }, 0);
 }

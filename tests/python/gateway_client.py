@@ -1,7 +1,7 @@
 """An MCP client on the official Python SDK (mcp 2.x, pinned in requirements.txt) against the
 cancelkit gateway's `/mcp` endpoint over Streamable HTTP. Driven by gateway/tests/sdk_python.rs.
 
-    python gateway_client.py URL TOKEN ERA
+    python gateway_client.py URL TOKEN ERA [TOOLS]
 
 ERA is `discover` (MCP 2026-07-28: ClientSession.discover(), no session, every request stamped
 in params._meta; a cancel closes the request's POST stream) or `initialize` (2025-11-25:
@@ -10,7 +10,17 @@ notifications/cancelled). The SDK's streamable HTTP transport picks the era from
 session negotiated: after discover() it aborts the cancelled request's POST and swallows the
 notification, after initialize() it POSTs the notification.
 
-The script, in order:
+TOOLS (JSON, optional) names the upstream's tools the script calls, as the gateway exposes them:
+`{"slow": {"name", "args"}, "progress": {"name", "args"}, "fast": {"name", "args"}, "settleMs"}`
+— the slow call (long, with progress), the same tool for a short call with progress, a fast
+call whose string arguments have `{text}` replaced by the text of each call, and how long a slow
+call runs upstream when nothing stops it (the script waits that long after the API-cancelled
+call was sent before its `wire`, so a late result or progress of a cancelled call has every
+chance to show). Without
+it: the demo upstream's `demo-sleep {seconds: 30}`, `demo-sleep {seconds: 0.5}`,
+`demo-echo {text}`, no settling.
+
+The script, in order (names below are the demo's):
   1. connects (`connected`), lists the tools (`list_tools`), calls `demo-echo` (`echo`);
   2. calls `demo-sleep {seconds: 0.5}` with a progress callback (`progress`);
   3. client abort: calls `demo-sleep {seconds: 30}` with a progress callback and, at its first
@@ -26,7 +36,12 @@ The script, in order:
      that some cancels race their calls (`abort_burst`); then waits on stdin again;
   7. waits for late messages, and prints `wire`: every HTTP exchange with the gateway, with
      every JSON-RPC message the gateway sent on each response body (read from the raw bytes,
-     below the SDK) and how each body ended.
+     below the SDK), when each arrived (`messageTimes`, Unix ms), and how and when each body
+     ended (`ended`, `endedAt`); and
+     what the SDK logged at WARNING or above (`transportErrors`).
+
+Times named `...At` are Unix epoch milliseconds (the test compares them with its own clock):
+`abortedAt` (the moment the client cancelled), each progress callback's time (`progressTimes`).
 
 Prints JSON lines, each an object with an "event" member. Everything runs under a hard time
 limit; stdin closing early ends the script.
@@ -34,7 +49,9 @@ limit; stdin closing early ends the script.
 
 from __future__ import annotations
 
+import codecs
 import json
+import logging
 import sys
 import time
 from typing import Any
@@ -55,9 +72,38 @@ ABORT_BURST = 60
 
 T0 = time.monotonic()
 
+DEMO_TOOLS: dict[str, Any] = {
+    "slow": {"name": "demo-sleep", "args": {"seconds": SLOW_SLEEP_S}},
+    "progress": {"name": "demo-sleep", "args": {"seconds": PROGRESS_SLEEP_S}},
+    "fast": {"name": "demo-echo", "args": {"text": "{text}"}},
+    "settleMs": 0,
+}
+TOOLS: dict[str, Any] = DEMO_TOOLS
+# When the aborted and the API-cancelled slow calls were sent (Unix ms), for the settling wait.
+SLOW_SENT: list[float] = []
+
 
 def ms() -> float:
     return round((time.monotonic() - T0) * 1000, 1)
+
+
+def now_ms() -> float:
+    """Unix epoch milliseconds: the test's clock too."""
+    return round(time.time() * 1000, 1)
+
+
+class Collect(logging.Handler):
+    """What the SDK logs at WARNING or above (its transport's errors), for the report."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(f"{record.name}: {record.getMessage()}"[:500])
+
+
+ERRORS = Collect()
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -82,44 +128,64 @@ class Exchange:
         # "eof": the gateway ended the body; "client": the client closed it first.
         self.ended: str | None = None
         self.ended_ms: float | None = None
+        self.ended_at: float | None = None
+        # The SSE events parsed as their bytes arrive, each with its arrival time.
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.pending = ""
+        self.data: list[str] = []
+        self.events: list[Any] = []
+        self.event_times: list[float] = []
+        self.last_chunk_at: float | None = None
 
-    def messages(self) -> list[Any]:
-        """The JSON-RPC messages of the body: each SSE event's data, or the JSON body."""
-        text = self.body.decode("utf-8", "replace")
-        if not (self.content_type or "").startswith("text/event-stream"):
-            try:
-                return [json.loads(text)] if text.strip() else []
-            except ValueError:
-                return [{"unparsed": text}]
-        found: list[Any] = []
-        data: list[str] = []
-        for line in text.replace("\r\n", "\n").split("\n"):
+    def feed(self, chunk: bytes) -> None:
+        """A chunk of the body, as it arrives."""
+        self.body.extend(chunk)
+        self.last_chunk_at = now_ms()
+        self.pending += self.decoder.decode(chunk)
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            line = line.removesuffix("\r")
             if line == "":
                 # An event whose data is empty (the priming event of a resumable stream) is
                 # not dispatched, as the SSE standard says.
-                joined = "\n".join(data)
+                joined = "\n".join(self.data)
                 if joined:
                     try:
-                        found.append(json.loads(joined))
+                        self.events.append(json.loads(joined))
                     except ValueError:
-                        found.append({"unparsed": joined})
-                data = []
+                        self.events.append({"unparsed": joined})
+                    self.event_times.append(self.last_chunk_at)
+                self.data = []
             elif line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
+                self.data.append(line[5:].removeprefix(" "))
         # An event cut off before its blank line never reached the client as a message.
-        return found
+
+    def messages(self) -> tuple[list[Any], list[float | None]]:
+        """The JSON-RPC messages of the body (each SSE event's data, or the JSON body), and when
+        each arrived."""
+        if not (self.content_type or "").startswith("text/event-stream"):
+            text = self.body.decode("utf-8", "replace")
+            try:
+                found = [json.loads(text)] if text.strip() else []
+            except ValueError:
+                found = [{"unparsed": text}]
+            return found, [self.last_chunk_at for _ in found]
+        return self.events, self.event_times
 
     def report(self) -> dict[str, Any]:
+        messages, times = self.messages()
         return {
             "method": self.method,
             "request": self.request,
             "session": self.session,
             "status": self.status,
             "contentType": self.content_type,
-            "messages": self.messages(),
+            "messages": messages,
+            "messageTimes": times,
             "ended": self.ended,
             "startedMs": self.started_ms,
             "endedMs": self.ended_ms,
+            "endedAt": self.ended_at,
         }
 
 
@@ -130,16 +196,18 @@ class TeeStream(httpx2.AsyncByteStream):
 
     async def __aiter__(self):  # type: ignore[override]
         async for chunk in self.inner:
-            self.exchange.body.extend(chunk)
+            self.exchange.feed(chunk)
             yield chunk
         if self.exchange.ended is None:
             self.exchange.ended = "eof"
             self.exchange.ended_ms = ms()
+            self.exchange.ended_at = now_ms()
 
     async def aclose(self) -> None:
         if self.exchange.ended is None:
             self.exchange.ended = "client"
             self.exchange.ended_ms = ms()
+            self.exchange.ended_at = now_ms()
         await self.inner.aclose()
 
 
@@ -216,9 +284,21 @@ async def connect(session: ClientSession, era: str) -> None:
         emit("connected", via="initialize", protocolVersion=result.protocol_version)
 
 
+def with_text(args: Any, text: str) -> Any:
+    """`args` with `{text}` in its strings replaced by `text`."""
+    if isinstance(args, str):
+        return args.replace("{text}", text)
+    if isinstance(args, dict):
+        return {key: with_text(value, text) for key, value in args.items()}
+    if isinstance(args, list):
+        return [with_text(value, text) for value in args]
+    return args
+
+
 async def echo(session: ClientSession, text: str) -> None:
+    fast = TOOLS["fast"]
     try:
-        result = await session.call_tool("demo-echo", {"text": text})
+        result = await session.call_tool(fast["name"], with_text(fast["args"], text))
         emit("echo", text=text_of(result), isError=result.is_error, meta=result.meta)
     except Exception as error:
         emit("echo", error=error_of(error))
@@ -232,24 +312,27 @@ async def progress_call(session: ClientSession) -> None:
 
     try:
         with anyio.fail_after(CALL_LIMIT_S):
-            result = await session.call_tool(
-                "demo-sleep", {"seconds": PROGRESS_SLEEP_S}, progress_callback=on_progress
-            )
+            call = TOOLS["progress"]
+            result = await session.call_tool(call["name"], call["args"], progress_callback=on_progress)
         emit("progress", updates=seen, text=text_of(result), isError=result.is_error)
     except Exception as error:
         emit("progress", updates=seen, error=error_of(error))
 
 
 async def slow_call(session: ClientSession, first_progress: anyio.Event, outcome: dict[str, Any]) -> None:
-    """A 30 s demo-sleep; `first_progress` is set when the upstream reports running."""
+    """The slow call (a 30 s demo-sleep); `first_progress` is set when the upstream reports
+    running."""
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         outcome["progress"] = outcome.get("progress", 0) + 1
+        outcome.setdefault("progressTimes", []).append(now_ms())
         first_progress.set()
 
     outcome["state"] = "running"
+    slow = TOOLS["slow"]
+    SLOW_SENT.append(now_ms())
     try:
-        result = await session.call_tool("demo-sleep", {"seconds": SLOW_SLEEP_S}, progress_callback=on_progress)
+        result = await session.call_tool(slow["name"], slow["args"], progress_callback=on_progress)
         outcome.update(state="completed", text=text_of(result))
     except anyio.get_cancelled_exc_class():
         outcome["state"] = "cancelled"
@@ -269,13 +352,16 @@ async def client_abort(session: ClientSession, tap: TapTransport) -> None:
             tg.start_soon(slow_call, session, first_progress, outcome)
             await first_progress.wait()
             # The user pressing stop: cancel the scope the call awaits in.
+            outcome["abortedAt"] = now_ms()
             tg.cancel_scope.cancel()
     emit(
         "client_abort",
-        requestId=tap.last_call("demo-sleep"),
+        requestId=tap.last_call(TOOLS["slow"]["name"]),
         outcome=outcome.get("state"),
         detail=outcome.get("text") or outcome.get("error"),
         progressBeforeAbort=outcome.get("progress", 0),
+        progressTimes=outcome.get("progressTimes", []),
+        abortedAt=outcome.get("abortedAt"),
         abortedAfterMs=round((time.monotonic() - started) * 1000, 1),
     )
 
@@ -289,13 +375,14 @@ async def api_cancel(session: ClientSession, tap: TapTransport) -> None:
             tg.start_soon(slow_call, session, first_progress, outcome)
             await first_progress.wait()
             if outcome.get("state") == "running":
-                emit("api_cancel_ready", requestId=tap.last_call("demo-sleep"))
+                emit("api_cancel_ready", requestId=tap.last_call(TOOLS["slow"]["name"]))
     emit(
         "api_cancel",
-        requestId=tap.last_call("demo-sleep"),
+        requestId=tap.last_call(TOOLS["slow"]["name"]),
         outcome=outcome.get("state"),
         error=outcome.get("error"),
         text=outcome.get("text"),
+        progressTimes=outcome.get("progressTimes", []),
         afterMs=round((time.monotonic() - started) * 1000, 1),
     )
 
@@ -309,7 +396,7 @@ async def abort_burst(session: ClientSession, tap: TapTransport) -> None:
         state = "rejected"
         with anyio.move_on_after(0.001 * (1 + i % 5)) as scope:
             try:
-                await session.call_tool("demo-sleep", {"seconds": SLOW_SLEEP_S})
+                await session.call_tool(TOOLS["slow"]["name"], TOOLS["slow"]["args"])
                 state = "completed"
             except Exception:
                 state = "rejected"
@@ -351,13 +438,22 @@ async def run(url: str, token: str, era: str) -> None:
                     await echo(session, "still serving")
                     await abort_burst(session, tap)
                     await wait_for_go("abort_burst")
-                    # Give a late message for a cancelled call every chance to arrive.
-                    await anyio.sleep(LATE_MESSAGE_WAIT_S)
+                    # Give a late message for a cancelled call every chance to arrive: past
+                    # the end the slow calls would have had upstream, had nothing stopped them.
+                    settle_until = max(SLOW_SENT, default=0) + TOOLS.get("settleMs", 0)
+                    await anyio.sleep(max(LATE_MESSAGE_WAIT_S, (settle_until - now_ms()) / 1000))
     finally:
-        emit("wire", exchanges=[e.report() for e in tap.exchanges])
+        emit(
+            "wire",
+            exchanges=[e.report() for e in tap.exchanges],
+            transportErrors=ERRORS.records,
+        )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[3] not in ("discover", "initialize"):
-        raise SystemExit(f"usage: {sys.argv[0]} URL TOKEN discover|initialize")
+    if len(sys.argv) not in (4, 5) or sys.argv[3] not in ("discover", "initialize"):
+        raise SystemExit(f"usage: {sys.argv[0]} URL TOKEN discover|initialize [TOOLS]")
+    if len(sys.argv) == 5:
+        TOOLS = {**DEMO_TOOLS, **json.loads(sys.argv[4])}
+    logging.getLogger().addHandler(ERRORS)
     anyio.run(run, sys.argv[1], sys.argv[2], sys.argv[3])

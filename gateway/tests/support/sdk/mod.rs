@@ -5,13 +5,21 @@
 //! The scenarios of `sdk_python.rs` and `sdk_typescript.rs` take an [`UpstreamUnderTest`]: the
 //! demo upstream on stdio ([`StdioDemo`]), or rmcp's Streamable HTTP server in the test process
 //! with the demo's tools ([`HttpDemo`]), which the gateway speaks to at 2026-07-28 or, when it
-//! is limited to 2025-11-25, at 2025-11-25.
+//! is limited to 2025-11-25, at 2025-11-25; or a third-party server ([`Everything`]: the
+//! reference server-everything on stdio or over Streamable HTTP; [`FastMcp`]: a FastMCP server
+//! over Streamable HTTP), several of them run at once by [`run_cases`].
 
+mod cases;
 mod scenarios;
 mod script;
+mod third_party;
 mod upstream;
+mod wire;
+mod wire_tap;
 
 // Re-exported whole: each test binary that includes `support` uses a part, or none.
+#[allow(unused_imports)]
+pub use cases::{Case, run_cases};
 #[allow(unused_imports)]
 pub use scenarios::{
     CancelBy, Era, Expected, run_scenarios, wait_for_idle_upstream, wait_for_no_runs,
@@ -19,7 +27,9 @@ pub use scenarios::{
 #[allow(unused_imports)]
 pub use script::{Report, SCRIPT_LIMIT, Script};
 #[allow(unused_imports)]
-pub use upstream::{HttpDemo, STOP_LINE, StdioDemo, UpstreamUnderTest};
+pub use third_party::{Everything, FastMcp, ThirdParty, Which};
+#[allow(unused_imports)]
+pub use upstream::{HttpDemo, STOP_LINE, StdioDemo, Tools, UpstreamUnderTest};
 
 use std::time::{Duration, Instant};
 
@@ -134,6 +144,33 @@ pub async fn cancels_total(gateway: &Gateway, source: &str) -> f64 {
         .trim()
         .parse()
         .expect("a number")
+}
+
+/// `cancelkit_gateway_upstream_cancels_total{upstream="<name>"}` from `/metrics`: the cancels
+/// the gateway sent that upstream (0 before the first).
+pub async fn upstream_cancels(gateway: &Gateway, name: &str) -> f64 {
+    let text = super::metrics(gateway).await;
+    let series = format!("cancelkit_gateway_upstream_cancels_total{{upstream=\"{name}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map_or(0.0, |n| n.trim().parse().expect("a number"))
+}
+
+/// Waits (at most 5 s) until the gateway counted `count` cancels sent to the upstream `name`.
+pub async fn wait_for_upstream_cancels(gateway: &Gateway, name: &str, count: f64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let sent = upstream_cancels(gateway, name).await;
+        if sent == count {
+            return;
+        }
+        assert!(
+            sent < count && Instant::now() < deadline,
+            "the gateway counted {sent} cancels sent to the upstream `{name}`, not {count}:\n{}",
+            plain(&gateway.stderr())
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A `requestId` as the cancellation API takes it.

@@ -1,13 +1,17 @@
-//! The scenarios every SDK client runs against the gateway, what differs between the SDKs,
-//! and the checks of what crossed the wire.
+//! The scenarios every SDK client runs against the gateway through any upstream under test,
+//! and what differs between the SDKs (the checks of what crossed the wire are in `wire.rs`).
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::script::{Report, Script};
 use super::upstream::UpstreamUnderTest;
-use super::{cancel, cancels_total, plain, selector, status, wait_for_stops};
+use super::wire::{Quiet, check_wire, now_ms};
+use super::{
+    cancel, cancels_total, plain, selector, status, upstream_cancels, wait_for_stops,
+    wait_for_upstream_cancels,
+};
 use crate::support::{Gateway, client};
 
 /// The MCP revision a client speaks with the gateway.
@@ -51,8 +55,11 @@ pub struct Expected {
 }
 
 /// The scenarios every SDK client runs against the gateway, in the order its script runs them
-/// (see tests/python/gateway_client.py and tests/node/gateway_client.mjs): connect, list, echo,
-/// progress, a client abort, an API cancel, echo again; then what crossed the wire.
+/// (see tests/python/gateway_client.py and tests/node/gateway_client.mjs): connect, list, echo
+/// (the upstream's fast tool), progress (its slow tool, briefly), a client abort, an API cancel,
+/// echo again, a burst of aborts; then what crossed the wire, and what the upstream saw. The
+/// script must have been given `upstream.tools()`'s [`super::Tools::script_arg`]. Prints what
+/// was observed of each stop.
 pub async fn run_scenarios(
     gateway: &Gateway,
     upstream: &dyn UpstreamUnderTest,
@@ -60,6 +67,8 @@ pub async fn run_scenarios(
     expected: &Expected,
 ) -> Report {
     let era = expected.era;
+    let tools = upstream.tools();
+    let name = upstream.name();
     let connected = script.expect("connected").await;
     assert_eq!(
         connected["protocolVersion"],
@@ -69,15 +78,25 @@ pub async fn run_scenarios(
     );
 
     let listed = script.expect("list_tools").await;
-    assert_eq!(
-        listed["tools"],
-        json!(["demo-echo", "demo-sleep"]),
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        names.contains(&tools.slow.as_str())
+            && names.contains(&tools.fast.as_str())
+            && names.iter().all(|n| n.starts_with(&format!("{name}-"))),
         "{}",
         script.transcript()
     );
 
     let echo = script.expect("echo").await;
-    assert_eq!(echo["text"], "hello", "{}", script.transcript());
+    assert_eq!(
+        echo["text"],
+        (tools.fast_text)("hello"),
+        "{}",
+        script.transcript()
+    );
     assert!(
         echo["meta"]["io.cancelkit/runId"]
             .as_str()
@@ -98,16 +117,26 @@ pub async fn run_scenarios(
         .iter()
         .map(|u| u["progress"].as_f64().unwrap_or(-1.0))
         .collect();
+    let total = tools.progress_total;
     assert!(
-        values.windows(2).all(|w| w[0] < w[1]) && values.iter().all(|v| *v > 0.0 && *v <= 0.5),
+        values.windows(2).all(|w| w[0] < w[1]) && values.iter().all(|v| *v > 0.0 && *v <= total),
         "{values:?}: {}",
         script.transcript()
     );
-    assert!(updates.iter().all(|u| u["total"] == 0.5), "{updates:?}");
-    assert_eq!(progress["text"], "slept 500ms", "{}", script.transcript());
+    assert!(
+        updates.iter().all(|u| u["total"].as_f64() == Some(total)),
+        "{updates:?}"
+    );
+    assert_eq!(
+        progress["text"],
+        tools.progress_text.as_str(),
+        "{}",
+        script.transcript()
+    );
 
-    // The client aborts a slow sleep once it runs upstream.
+    // The client aborts a slow call once it runs upstream.
     let stops_before = upstream.stops(gateway);
+    let upstream_cancels_before = upstream_cancels(gateway, name).await;
     let aborted = script.expect("client_abort").await;
     assert_eq!(
         aborted["outcome"],
@@ -126,14 +155,23 @@ pub async fn run_scenarios(
         "{}",
         script.transcript()
     );
-    // ...the upstream tool stops...
+    let aborted_quiet = Quiet {
+        what: "the call the client aborted",
+        id: aborted_id.clone(),
+        cancelled_at: aborted["abortedAt"].as_f64().expect("abortedAt"),
+        acknowledged_at: None,
+        progress_seen: aborted["progressTimes"].as_array().map_or(0, Vec::len),
+    };
+    // ...the gateway cancels it upstream, and the upstream tool stops...
+    wait_for_upstream_cancels(gateway, name, upstream_cancels_before + 1.0).await;
     wait_for_stops(upstream, gateway, stops_before + 1, Duration::from_secs(5)).await;
     // ...and the gateway says the run was cancelled, by the client.
     let (code, run) = status(gateway, &selector(&aborted_id)).await;
     assert_eq!(code, 200, "status of the aborted call: {run}");
     assert_eq!(run["cancelled"], true, "{run}");
     assert_eq!(run["state"], "cancelled", "{run}");
-    assert_eq!(run["name"], "demo-sleep", "{run}");
+    assert_eq!(run["cancel_source"], "client", "{run}");
+    assert_eq!(run["name"], tools.slow.as_str(), "{run}");
     assert_eq!(run["cancel_reason"], expected.abort_reason, "{run}");
     let aborted_run = run["run_id"].as_str().expect("run_id").to_owned();
     let log = plain(&gateway.stderr());
@@ -147,7 +185,7 @@ pub async fn run_scenarios(
     assert_eq!(cancels_total(gateway, "api").await, 0.0);
     script.go().await;
 
-    // An admin cancels a slow sleep through the API: the SDK's call fails with -32800.
+    // An admin cancels a slow call through the API: the SDK's call fails with -32800.
     let ready = script.expect("api_cancel_ready").await;
     let api_id = ready["requestId"].clone();
     let (code, run) = status(gateway, &selector(&api_id)).await;
@@ -159,7 +197,9 @@ pub async fn run_scenarios(
         CancelBy::BareId => selector(&api_id),
         CancelBy::RunId => api_run.clone(),
     };
+    let cancelled_at = now_ms();
     let (code, body) = cancel(gateway, &target, "operator stop").await;
+    let answered_at = now_ms();
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["status"], "cancelled", "{body}");
     let cancelled = script.expect("api_cancel").await;
@@ -178,9 +218,18 @@ pub async fn run_scenarios(
     assert_eq!(error["data"]["partial"], false, "{error}");
     assert_eq!(error["data"]["requestId"], api_id, "{error}");
     assert_eq!(error["data"]["reason"], "operator stop", "{error}");
+    let api_quiet = Quiet {
+        what: "the call the API cancelled",
+        id: api_id.clone(),
+        cancelled_at,
+        acknowledged_at: Some(answered_at),
+        progress_seen: cancelled["progressTimes"].as_array().map_or(0, Vec::len),
+    };
+    wait_for_upstream_cancels(gateway, name, upstream_cancels_before + 2.0).await;
     wait_for_stops(upstream, gateway, stops_before + 2, Duration::from_secs(5)).await;
     let (_, run) = status(gateway, &api_run).await;
     assert_eq!(run["state"], "cancelled", "{run}");
+    assert_eq!(run["cancel_source"], "api", "{run}");
     assert_eq!(run["cancel_reason"], "operator stop", "{run}");
     assert_eq!(cancels_total(gateway, "api").await, 1.0);
     assert_eq!(cancels_total(gateway, "client").await, 1.0);
@@ -188,7 +237,12 @@ pub async fn run_scenarios(
 
     // The client goes on working.
     let echo = script.expect("echo").await;
-    assert_eq!(echo["text"], "still serving", "{}", script.transcript());
+    assert_eq!(
+        echo["text"],
+        (tools.fast_text)("still serving"),
+        "{}",
+        script.transcript()
+    );
 
     // A burst of calls aborted right after they are sent, some cancels racing their calls:
     // every run still ends (none is left running its 30 s), before the client closes (ending a
@@ -209,6 +263,8 @@ pub async fn run_scenarios(
     let report = script.finish().await;
     upstream.check_stops(gateway);
     check_wire(&report, era, &aborted_id, &api_id);
+    let aborted_progress = aborted_quiet.check(&report);
+    let api_progress = api_quiet.check(&report);
     for id in &burst_ids {
         assert_eq!(
             report.responses_to(id),
@@ -217,7 +273,48 @@ pub async fn run_scenarios(
             report.transcript
         );
     }
+    println!(
+        "[{} at {} through the {}] client abort (run {aborted_run}, cancel_source client, reason \
+         {:?}): {aborted_progress}; API cancel (run {api_run}, cancel_source api): \
+         {api_progress}; upstream cancels sent (gateway metric): {}; the upstream showed:\n  {}\n  \
+         the client's transport errors (not asserted): {}",
+        script_name(&report),
+        era.version(),
+        upstream.kind(),
+        expected.abort_reason,
+        upstream_cancels(gateway, name).await,
+        upstream.stops_seen(gateway).join("\n  "),
+        counted(&report.transport_errors),
+    );
     report
+}
+
+/// Each distinct string of a JSON array, with how many times it is there.
+fn counted(strings: &Value) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for text in strings.as_array().into_iter().flatten() {
+        let text = text
+            .as_str()
+            .map_or_else(|| text.to_string(), str::to_owned);
+        match counts.iter_mut().find(|(t, _)| *t == text) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((text, 1)),
+        }
+    }
+    if counts.is_empty() {
+        return "none".into();
+    }
+    let parts: Vec<String> = counts.iter().map(|(t, n)| format!("{n} × {t:?}")).collect();
+    parts.join("; ")
+}
+
+/// `[python gateway_client.py]` → `python gateway_client.py`.
+fn script_name(report: &Report) -> &str {
+    report
+        .transcript
+        .strip_prefix('[')
+        .and_then(|t| t.split_once(']'))
+        .map_or("the client", |(name, _)| name)
 }
 
 /// Waits until no run is in flight (`/health`); panics after `within`.
@@ -262,76 +359,5 @@ pub async fn wait_for_idle_upstream(
             upstream.log(gateway)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// What crossed the wire, below the SDK.
-fn check_wire(report: &Report, era: Era, aborted_id: &Value, api_id: &Value) {
-    let all = &report.transcript;
-    // No response for the call the client aborted, on any stream.
-    assert_eq!(
-        report.responses_to(aborted_id),
-        Vec::<&Value>::new(),
-        "a call the client cancelled gets no response\n{all}"
-    );
-    let aborted_post = report.post_of(aborted_id);
-    match era {
-        Era::V2025 => {
-            // The SDK POSTed notifications/cancelled (202); the gateway then ended the call's
-            // stream without a response.
-            let notices: Vec<&Value> = report
-                .exchanges
-                .iter()
-                .filter(|e| {
-                    e["request"]["method"] == "notifications/cancelled"
-                        && e["request"]["params"]["requestId"] == *aborted_id
-                })
-                .collect();
-            assert_eq!(notices.len(), 1, "{all}");
-            let notice = notices[0];
-            assert_eq!(notice["status"], 202, "{notice}");
-            assert_eq!(aborted_post["ended"], "eof", "{aborted_post}");
-            let session = &report.exchanges[1]["session"];
-            assert!(session.is_string(), "{all}");
-            for exchange in &report.exchanges[1..] {
-                assert_eq!(exchange["session"], *session, "{exchange}");
-            }
-        }
-        Era::V2026 => {
-            // The SDK closed the call's stream (no notification: 2026-07-28 HTTP has none).
-            assert_eq!(
-                report.notifications_sent("notifications/cancelled"),
-                Vec::<&Value>::new(),
-                "{all}"
-            );
-            assert_eq!(aborted_post["ended"], "client", "{aborted_post}");
-            for exchange in &report.exchanges {
-                assert!(exchange["session"].is_null(), "no sessions: {exchange}");
-                assert_ne!(exchange["method"], "GET", "no GET stream: {exchange}");
-            }
-        }
-    }
-    // The API-cancelled call: its progress, then one response, the -32800 error, then the end.
-    let api_post = report.post_of(api_id);
-    let messages = api_post["messages"].as_array().expect("messages");
-    let (last, progress) = messages.split_last().expect("messages on the stream");
-    assert!(
-        !progress.is_empty()
-            && progress
-                .iter()
-                .all(|m| m["method"] == "notifications/progress"),
-        "{api_post}"
-    );
-    assert_eq!(last["error"]["code"], -32800, "{api_post}");
-    assert_eq!(report.responses_to(api_id).len(), 1, "{all}");
-    // Results are written in the client's era: 2026-07-28's resultType only for 2026-07-28.
-    for message in report.messages() {
-        if let Some(result) = message.get("result") {
-            assert_eq!(
-                result.get("resultType").is_some(),
-                era == Era::V2026,
-                "{message}"
-            );
-        }
     }
 }

@@ -173,6 +173,7 @@ impl Script {
         Report {
             transcript: self.transcript(),
             exchanges: wire["exchanges"].as_array().cloned().unwrap_or_default(),
+            transport_errors: wire["transportErrors"].clone(),
         }
     }
 }
@@ -182,8 +183,11 @@ impl Script {
 pub struct Report {
     /// The whole output, for failure messages.
     pub transcript: String,
-    /// `{method, request, session, status, contentType, messages, ended}` each.
+    /// `{method, request, session, status, contentType, messages, messageTimes, ended}` each.
     pub exchanges: Vec<Value>,
+    /// What the SDK reported as errors (Python: logged at WARNING or above; TypeScript: its
+    /// `onerror`), for the printed report only.
+    pub transport_errors: Value,
 }
 
 impl Report {
@@ -208,6 +212,19 @@ impl Report {
         self.exchanges
             .iter()
             .flat_map(|e| e["messages"].as_array().into_iter().flatten())
+    }
+
+    /// Every message the gateway sent, with when it reached the client (Unix ms).
+    pub fn timed_messages(&self) -> impl Iterator<Item = (&Value, Option<f64>)> {
+        self.exchanges.iter().flat_map(|e| {
+            let times = e["messageTimes"].as_array();
+            e["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(move |(i, m)| (m, times.and_then(|t| t.get(i)).and_then(Value::as_f64)))
+        })
     }
 
     /// The notifications the client POSTed with this method.

@@ -1,7 +1,8 @@
 //! The upstream under test behind the gateway: the demo upstream on stdio, or rmcp's
-//! Streamable HTTP server with the demo's tools, its log and its check of each stop.
+//! Streamable HTTP server with the demo's tools, its log and its check of each stop; the tools
+//! the scenarios call on it (third-party upstreams are in `third_party.rs`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::scenarios::Era;
 use super::selector;
@@ -12,10 +13,65 @@ use crate::support::{Gateway, rmcp_server};
 /// test writes the same, see [`UpstreamUnderTest`]).
 pub const STOP_LINE: &str = "demo-upstream: cancelled tools/call sleep (request id ";
 
-/// The upstream behind the gateway in an SDK test. It must be named `demo` and serve the demo
-/// upstream's tools (so the gateway exposes `demo-echo` and `demo-sleep`, `sleep` reporting
-/// progress every 100 ms), and log [`STOP_LINE`] when a `sleep` is cancelled.
-pub trait UpstreamUnderTest {
+/// The tools of an upstream under test that the scenarios call, by the names the gateway
+/// exposes (`<upstream>-<tool>`), with their arguments and what they answer.
+pub struct Tools {
+    /// The slow tool: runs long unless stopped, reporting progress at least every 200 ms.
+    pub slow: String,
+    /// Its arguments for a slow call.
+    pub slow_args: Value,
+    /// Its arguments for a short call with progress.
+    pub progress_args: Value,
+    /// The `total` of that short call's progress.
+    pub progress_total: f64,
+    /// The text of that short call's result.
+    pub progress_text: String,
+    /// The fast tool.
+    pub fast: String,
+    /// Its arguments: strings with `{text}` have the text of each call there.
+    pub fast_args: Value,
+    /// The text of the fast tool's result for a text.
+    pub fast_text: fn(&str) -> String,
+    /// How long a slow call runs upstream when nothing stops it, in ms, if the scripts are to
+    /// wait that long (after their API-cancelled call) for a late message of a cancelled call;
+    /// 0 when the upstream's own log shows its stops.
+    pub settle_ms: u64,
+}
+
+impl Tools {
+    /// The demo upstream's: `demo-sleep {seconds}` and `demo-echo {text}`.
+    pub fn demo() -> Tools {
+        Tools {
+            slow: "demo-sleep".into(),
+            slow_args: json!({"seconds": 30}),
+            progress_args: json!({"seconds": 0.5}),
+            progress_total: 0.5,
+            progress_text: "slept 500ms".into(),
+            fast: "demo-echo".into(),
+            fast_args: json!({"text": "{text}"}),
+            fast_text: str::to_owned,
+            settle_ms: 0,
+        }
+    }
+
+    /// The client scripts' TOOLS argument (see tests/python/gateway_client.py).
+    pub fn script_arg(&self) -> String {
+        json!({
+            "slow": {"name": self.slow, "args": self.slow_args},
+            "progress": {"name": self.slow, "args": self.progress_args},
+            "fast": {"name": self.fast, "args": self.fast_args},
+            "settleMs": self.settle_ms,
+        })
+        .to_string()
+    }
+}
+
+/// The upstream behind the gateway in an SDK test: named [`UpstreamUnderTest::name`] in the
+/// gateway's config, serving [`UpstreamUnderTest::tools`], and telling (its log, or what it
+/// received) when a slow call is stopped. The demo upstreams serve the demo upstream's tools
+/// (`demo-echo` and `demo-sleep`, `sleep` reporting progress every 100 ms), and log
+/// [`STOP_LINE`] when a `sleep` is cancelled.
+pub trait UpstreamUnderTest: Send + Sync {
     /// For failure messages: which kind of upstream this is.
     fn kind(&self) -> &'static str;
     /// The `[[upstream]]` tables of the gateway's config.
@@ -23,9 +79,30 @@ pub trait UpstreamUnderTest {
     /// Everything the upstream logged so far.
     fn log(&self, gateway: &Gateway) -> String;
 
-    /// How many `sleep`s the upstream reported stopped by a cancel.
+    /// Its name in the gateway's config: the prefix of its tools.
+    fn name(&self) -> &'static str {
+        "demo"
+    }
+
+    /// The tools the scenarios call.
+    fn tools(&self) -> Tools {
+        Tools::demo()
+    }
+
+    /// How many slow calls the upstream reported stopped by a cancel (where it cannot report
+    /// it, how many cancels it received; [`UpstreamUnderTest::check_stops`] then checks that
+    /// it acted on them).
     fn stops(&self, gateway: &Gateway) -> usize {
         self.log(gateway).matches(STOP_LINE).count()
+    }
+
+    /// What the upstream showed of its stops, one line each, for the test's printed report.
+    fn stops_seen(&self, gateway: &Gateway) -> Vec<String> {
+        self.log(gateway)
+            .lines()
+            .filter(|l| l.contains(STOP_LINE))
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Whether the gateway reaches the upstream as it starts (and logs "upstream ready"), rather
@@ -34,7 +111,7 @@ pub trait UpstreamUnderTest {
         true
     }
 
-    /// How many `sleep`s are running upstream now, when the upstream can tell.
+    /// How many slow calls are running upstream now, when the upstream can tell.
     fn sleeps_running(&self) -> Option<usize> {
         None
     }
@@ -59,6 +136,14 @@ impl UpstreamUnderTest for StdioDemo {
 
     fn log(&self, gateway: &Gateway) -> String {
         gateway.stderr()
+    }
+
+    fn stops_seen(&self, gateway: &Gateway) -> Vec<String> {
+        super::plain(&self.log(gateway))
+            .lines()
+            .filter(|l| l.contains(STOP_LINE))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
