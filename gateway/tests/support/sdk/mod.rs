@@ -10,6 +10,8 @@
 //! over Streamable HTTP), several of them run at once by [`run_cases`].
 
 mod cases;
+mod everything;
+mod fastmcp;
 mod scenarios;
 mod script;
 mod third_party;
@@ -21,13 +23,17 @@ mod wire_tap;
 #[allow(unused_imports)]
 pub use cases::{Case, run_cases};
 #[allow(unused_imports)]
+pub use everything::Everything;
+#[allow(unused_imports)]
+pub use fastmcp::FastMcp;
+#[allow(unused_imports)]
 pub use scenarios::{
     CancelBy, Era, Expected, run_scenarios, wait_for_idle_upstream, wait_for_no_runs,
 };
 #[allow(unused_imports)]
 pub use script::{Report, SCRIPT_LIMIT, Script};
 #[allow(unused_imports)]
-pub use third_party::{Everything, FastMcp, ThirdParty, Which};
+pub use third_party::{ThirdParty, Which};
 #[allow(unused_imports)]
 pub use upstream::{HttpDemo, STOP_LINE, StdioDemo, Tools, UpstreamUnderTest};
 
@@ -73,7 +79,7 @@ pub async fn wait_for_stops(
         }
         assert!(
             Instant::now() < deadline,
-            "the {} reported {stops} stopped sleeps, not {count}, within {within:?}:\n{}",
+            "the {} reported {stops} stopped slow calls, not {count}, within {within:?}:\n{}",
             upstream.kind(),
             plain(&upstream.log(gateway))
         );

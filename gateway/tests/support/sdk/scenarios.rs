@@ -354,7 +354,7 @@ pub async fn wait_for_idle_upstream(
         }
         assert!(
             Instant::now() < deadline,
-            "{running} sleeps still run in the {} {within:?} after their runs ended:\n{}",
+            "{running} slow calls still run in the {} {within:?} after their runs ended:\n{}",
             upstream.kind(),
             upstream.log(gateway)
         );
