@@ -102,3 +102,73 @@ async fn without_keep_alive_the_idle_timeout_cancels_the_call() {
         "{stopped:?}"
     );
 }
+
+/// `GET` with `Last-Event-ID` in `session`.
+async fn resume(server: &Server, session: &str, last_id: &str) -> reqwest::Response {
+    client()
+        .get(&server.url)
+        .header("accept", sse::CONTENT_TYPE)
+        .header(headers::SESSION_ID, session)
+        .header(headers::LAST_EVENT_ID, last_id)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Both official clients resume a stream that ended without a result — a cancelled call's,
+/// or one answered with an error. Such a stream owes nothing: the resume gets 405 (which the
+/// spec allows a GET, and both clients take quietly), also once the stream itself is no
+/// longer kept; a stream the server never had, or whose events it dropped, still gets 400.
+#[tokio::test]
+async fn a_stream_that_owes_nothing_more_answers_its_resume_with_405() {
+    let server = start(|s| s).await;
+    let session = session(&server).await;
+    // A cancelled call: its stream ends without a response.
+    let call = tool(json!(9), "sleep", json!({"seconds": 30}));
+    let response = post(&server.url, Some(&session), &call)
+        .send()
+        .await
+        .unwrap();
+    let reading = tokio::spawn(events(response, |_| false));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 9}});
+    post(&server.url, Some(&session), &cancel)
+        .send()
+        .await
+        .unwrap();
+    let seen = reading.await.unwrap();
+    let cancelled_id = seen[0].id.clone().expect("the priming event's id");
+    let ended = resume(&server, &session, &cancelled_id).await;
+    assert_eq!(ended.status(), 405);
+    assert_eq!(ended.headers()["allow"], "POST, DELETE");
+    let body: Value = ended.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    // An error answer: resumed at (or past) it, nothing is owed; before it, it is replayed.
+    let failing = tool(json!(10), "no-such-tool", json!({}));
+    let response = post(&server.url, Some(&session), &failing)
+        .send()
+        .await
+        .unwrap();
+    let seen = events(response, |_| false).await;
+    let answer = seen.last().unwrap();
+    assert!(messages(&seen)[0]["error"].is_object(), "{seen:?}");
+    let answered_id = answer.id.clone().expect("the answer's id");
+    assert_eq!(resume(&server, &session, &answered_id).await.status(), 405);
+    let primed = seen[0].id.clone().unwrap();
+    let replay = resume(&server, &session, &primed).await;
+    assert_eq!(replay.status(), 200);
+    assert!(messages(&events(replay, |_| false).await)[0]["error"].is_object());
+    // 64 more calls: the cancelled stream is no longer kept, its end still is.
+    for id in 100..165 {
+        let echo = tool(json!(id), "echo", json!({"text": "x"}));
+        let response = post(&server.url, Some(&session), &echo)
+            .send()
+            .await
+            .unwrap();
+        events(response, |_| false).await;
+    }
+    assert_eq!(resume(&server, &session, &cancelled_id).await.status(), 405);
+    // Never a stream of this session: 400.
+    assert_eq!(resume(&server, &session, "999/1").await.status(), 400);
+}

@@ -38,6 +38,9 @@ use crate::peer::{Peer, PeerBuilder, PeerHandle};
 const PIPE_BYTES: usize = 64 * 1024;
 /// Finished streams kept for a client to resume after it missed their end.
 const FINISHED_KEPT: usize = 64;
+/// Streams no longer kept whose end is remembered (their number and the event after which
+/// they owed nothing), so that a client resuming one late is told it ended.
+const ENDED_KEPT: usize = 1024;
 /// Cancels kept for requests not seen yet, per session.
 pub(super) const EARLY_CANCELS: usize = 256;
 /// How long such a cancel waits for its request.
@@ -97,6 +100,9 @@ struct Routes {
     streams: HashMap<u64, Arc<ResponseStream>>,
     /// Finished streams still kept, oldest first.
     finished: VecDeque<u64>,
+    /// Streams forgotten since: each one's number and the event after which it owed nothing,
+    /// oldest first, at most [`ENDED_KEPT`].
+    ended: VecDeque<(u64, u64)>,
     /// Cancels for requests not seen yet (sessions): on HTTP a client's cancel may overtake
     /// its request on another connection. Oldest first; at most [`EARLY_CANCELS`], each kept
     /// for [`EARLY_CANCEL_TTL`]. MCP forbids reusing an id within a session, so a cancel kept
@@ -275,8 +281,10 @@ impl Conn {
         let Some(route) = routes.requests.remove(id) else {
             return false;
         };
-        route.stream.detach();
-        routes.streams.remove(&route.stream.id);
+        // Kept as ended, so that a client that resumes it (both official SDKs resume a
+        // stream that ended without a response) is told it owes nothing.
+        route.stream.cancel();
+        self.finish(&mut routes, &route.stream);
         if let Some(token) = route.progress {
             routes.progress.remove(&token);
         }
@@ -320,6 +328,14 @@ impl Conn {
         self.routes().streams.get(&id).cloned()
     }
 
+    /// Whether stream `id`, no longer kept, is remembered to owe nothing after event `after`.
+    pub(super) fn ended(&self, id: u64, after: u64) -> bool {
+        self.routes()
+            .ended
+            .iter()
+            .any(|&(ended, owed_up_to)| ended == id && after >= owed_up_to)
+    }
+
     /// The stream our request to the client goes on.
     fn stream_for_our_request(&self, routes: &Routes) -> Option<Arc<ResponseStream>> {
         let standalone = self.standalone.as_ref()?;
@@ -337,8 +353,14 @@ impl Conn {
     fn finish(&self, routes: &mut Routes, stream: &ResponseStream) {
         routes.finished.push_back(stream.id);
         while routes.finished.len() > FINISHED_KEPT {
-            if let Some(old) = routes.finished.pop_front() {
-                routes.streams.remove(&old);
+            let Some(old) = routes.finished.pop_front() else {
+                break;
+            };
+            if let Some(old) = routes.streams.remove(&old) {
+                if routes.ended.len() >= ENDED_KEPT {
+                    routes.ended.pop_front();
+                }
+                routes.ended.push_back((old.id, old.owes_nothing_after()));
             }
         }
     }

@@ -13,7 +13,11 @@
 //!   connection waits for it). A response stream that breaks is *not* a
 //!   cancel: its events wait in a bounded replay buffer, and a `GET` with `Last-Event-ID`
 //!   resumes it (from 2025-11-25 on, every stream starts with a priming event, so it can be
-//!   resumed before its first message).
+//!   resumed before its first message). A stream that owes nothing more — its request was
+//!   cancelled, or the client resumes at or past its response — answers the resume with 405,
+//!   which both official clients take quietly (they resume every stream that ended without a
+//!   result; a 400 made each cancel cost the TypeScript client five errors, and an event stream
+//!   that ends at once made it reconnect every second).
 //! - **2026-07-28**: no sessions. A request stamped with 2026-07-28 `_meta` (or
 //!   `server/discover`) goes to one peer shared by every such request, under an id of ours;
 //!   closing its response stream is its cancel.
@@ -36,7 +40,7 @@
 //! | [`replay_bytes`](McpHttpServer::replay_bytes) | 1 MiB per stream | the same; the response is kept even when it alone is larger |
 //! | [`session_replay_bytes`](McpHttpServer::session_replay_bytes) | 16 MiB per session, all its streams | a stream getting an event drops its own oldest ones (never its response) until the session is within it |
 //! | requests in flight per peer | the builder's `max_in_flight` | 503 and -32050 |
-//! | streams per session | one per request in flight, the 64 last finished, the `GET` stream | a request beyond is refused as above; the oldest finished stream is forgotten (resuming it gets 400) |
+//! | streams per session | one per request in flight, the 64 last finished, the `GET` stream | a request beyond is refused as above; the oldest finished stream is forgotten (resuming it gets 400, or 405 if it owed nothing more: the ends of the last 1,024 forgotten are kept) |
 //! | a body | the builder's `max_frame_len` | 413 |
 //! | a request id, a `progressToken` | the builder's `max_id_len` (256 bytes) | 400 with -32600 and `"id": null` (id), or -32602 (token); a `notifications/cancelled` naming such an id is ignored |
 //! | cancels that overtook their request (sessions) | 256 per session, 30 s each | the oldest is forgotten (its request, if it ever comes, runs) |

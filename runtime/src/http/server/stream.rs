@@ -109,6 +109,8 @@ struct State {
     sent_up_to: u64,
     /// The response was sent: nothing follows.
     finished: bool,
+    /// Its request was cancelled: it ended without a response, and owes nothing.
+    cancelled: bool,
 }
 
 /// Why an attach failed.
@@ -116,6 +118,9 @@ struct State {
 pub(super) enum AttachError {
     /// The events after the one asked for are no longer all in the buffer.
     Evicted,
+    /// The stream has ended and owes nothing after the event asked for: its request was
+    /// cancelled, or its response is that event or one before it.
+    Ended,
 }
 
 /// The sending side of a live connection, with the bytes of the events it has waiting.
@@ -212,6 +217,7 @@ impl ResponseStream {
                 live: None,
                 sent_up_to: 0,
                 finished: false,
+                cancelled: false,
             }),
         }
     }
@@ -302,6 +308,9 @@ impl ResponseStream {
         let mut state = self.lock();
         let (live, events) = Events::new();
         if let Some(after) = after {
+            if state.cancelled || (state.finished && after.saturating_add(1) >= state.next_seq) {
+                return Err(AttachError::Ended);
+            }
             let replay = state.replay.as_ref().ok_or(AttachError::Evicted)?;
             let first = replay.front().map_or(state.next_seq, |e| e.seq);
             if after + 1 < first {
@@ -335,13 +344,33 @@ impl ResponseStream {
         self.attach(after).unwrap_or_else(|_| Events::ended())
     }
 
-    /// Drops the live connection, if any (the request was cancelled, or the session ended:
-    /// nothing more is sent, and nothing is kept for replay).
+    /// Drops the live connection, if any (the session ended: nothing more is sent, and
+    /// nothing is kept for replay).
     pub(super) fn detach(&self) {
         let mut state = self.lock();
         state.live = None;
         state.finished = true;
         self.clear_replay(&mut state);
+    }
+
+    /// Its request was cancelled: as [`detach`](Self::detach), and a client resuming it is
+    /// told it has ended ([`AttachError::Ended`]) whatever event it names.
+    pub(super) fn cancel(&self) {
+        self.detach();
+        self.lock().cancelled = true;
+    }
+
+    /// The event after which it owes nothing: 0 once cancelled, its response's number once
+    /// answered, `u64::MAX` while it runs.
+    pub(super) fn owes_nothing_after(&self) -> u64 {
+        let state = self.lock();
+        if state.cancelled {
+            0
+        } else if state.finished {
+            state.next_seq - 1
+        } else {
+            u64::MAX
+        }
     }
 }
 

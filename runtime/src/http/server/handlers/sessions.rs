@@ -14,7 +14,7 @@ use cancelkit_wire::headers as mcp_headers;
 use super::super::State;
 use super::super::conn::Refusal;
 use super::super::session::TooMany;
-use super::super::stream::{self, BodyOptions};
+use super::super::stream::{self, AttachError, BodyOptions};
 use super::{
     AxumState, Call, Shared, Target, accepts, check_headers, check_origin, event_stream, json,
     owner, refusal, rpc_error, session_header, sse_response, target,
@@ -154,13 +154,13 @@ pub(in crate::http::server) async fn get(AxumState(state): Shared, parts: Parts)
         .to_str()
         .ok()
         .and_then(stream::parse_event_id)
-        .and_then(|(stream_id, seq)| {
-            let stream = conn.stream(stream_id)?;
-            let events = stream.attach(Some(seq)).ok()?;
-            Some((stream, events))
+        .map(|(stream_id, seq)| match conn.stream(stream_id) {
+            Some(stream) => stream.attach(Some(seq)).map(|events| (stream, events)),
+            None if conn.ended(stream_id, seq) => Err(AttachError::Ended),
+            None => Err(AttachError::Evicted),
         });
     match resumed {
-        Some((stream, events)) => event_stream(
+        Some(Ok((stream, events))) => event_stream(
             stream.id,
             None,
             events,
@@ -170,7 +170,23 @@ pub(in crate::http::server) async fn get(AxumState(state): Shared, parts: Parts)
             },
             (),
         ),
-        None => rpc_error(
+        // Both official clients resume a stream that ended without a result (a cancelled
+        // call's, or one answered with an error): 405 is the answer to a GET that the spec
+        // gives besides an event stream, and the one both take quietly.
+        Some(Err(AttachError::Ended)) => {
+            let mut response = rpc_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                None,
+                -32600,
+                "this stream has ended and has nothing more to deliver (its request was \
+                 cancelled or answered)",
+            );
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+            response
+        }
+        Some(Err(AttachError::Evicted)) | None => rpc_error(
             StatusCode::BAD_REQUEST,
             None,
             -32600,

@@ -144,3 +144,30 @@ fn event_ids_round_trip() {
     assert_eq!(parse_event_id("7-42"), None);
     assert_eq!(parse_event_id("x/1"), None);
 }
+
+#[test]
+fn a_stream_that_owes_nothing_more_says_it_ended() {
+    // Answered: resuming at or past the response is told the stream ended; before it, the
+    // rest is replayed.
+    let answered = ResponseStream::new(4, &events_only(8), true);
+    assert!(!answered.push(Bytes::from_static(b"progress"), false));
+    assert!(!answered.push(Bytes::from_static(b"response"), true));
+    assert_eq!(replayed(&answered, 1), [2]);
+    assert_eq!(answered.attach(Some(2)).unwrap_err(), AttachError::Ended);
+    assert_eq!(answered.attach(Some(5)).unwrap_err(), AttachError::Ended);
+    assert_eq!(answered.owes_nothing_after(), 2);
+    // Cancelled: whatever event a client names, nothing is owed (its progress is not
+    // replayed either: the client gave the request up).
+    let cancelled = ResponseStream::new(5, &events_only(8), true);
+    assert!(!cancelled.push(Bytes::from_static(b"progress"), false));
+    assert_eq!(cancelled.owes_nothing_after(), u64::MAX);
+    cancelled.cancel();
+    for after in [0, 1, 7] {
+        assert_eq!(
+            cancelled.attach(Some(after)).unwrap_err(),
+            AttachError::Ended
+        );
+    }
+    assert_eq!(cancelled.owes_nothing_after(), 0);
+    assert_eq!(cancelled.replay_held(), 0);
+}
