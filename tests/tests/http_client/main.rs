@@ -16,7 +16,9 @@
 //!   connection, a request beyond the client's limit) each fail the call with a clear error,
 //!   never a hang; the session's `GET` stream reopened with `Last-Event-ID`; the server's own
 //!   requests answered by the peer; at the `POST` bound requests wait in order while cancels
-//!   still go through; a legacy cancel sent before its `POST` was answered is sent again.
+//!   still go through; a legacy cancel sent before its `POST` was answered is sent again; a
+//!   call made right after the handshake finds the session's (slow to answer) `GET` stream open,
+//!   so the server's request sent on it is not lost.
 //!
 //! Only loopback addresses; every wait is bounded.
 
@@ -24,5 +26,6 @@ mod against_rmcp;
 mod fake;
 mod fake_failures;
 mod fake_streams;
+mod get_first;
 mod harness;
 mod rmcp_server;

@@ -246,14 +246,18 @@ impl Shared {
     }
 
     /// After `notifications/initialized`: opens the server's `GET` stream, once, in a legacy
-    /// session.
-    fn start_listening(self: &Arc<Self>) {
-        if !self.options.listen {
+    /// session, and waits until the server has answered it (at most the send timeout, which
+    /// bounds the `GET` too) before the peer's next message is sent. A server may send a
+    /// request of its own on that stream as soon as a call asks for it — the TypeScript SDK's
+    /// server does, for a tool's `elicitation/create`, and drops it when no stream is open
+    /// yet — so the stream is there before the call is.
+    async fn start_listening(self: &Arc<Self>) {
+        if !self.options.listen || !self.learned.start_listening() {
             return;
         }
-        if self.learned.start_listening() {
-            tokio::spawn(stream::listen(Arc::clone(self)));
-        }
+        let (answered, first_get) = oneshot::channel();
+        tokio::spawn(stream::listen(Arc::clone(self), answered));
+        let _ = first_get.await;
     }
 
     /// `DELETE` with the session, if there is one.
@@ -291,7 +295,7 @@ impl Shared {
             Incoming::Notification { method, .. } => {
                 let method = method.into_owned();
                 if self.send(bytes, &method).await && method == INITIALIZED {
-                    self.start_listening();
+                    self.start_listening().await;
                 }
             }
             Incoming::Response { .. } => {

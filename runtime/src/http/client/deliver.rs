@@ -95,11 +95,16 @@ impl Shared {
 
     async fn deliver_one(&self, text: &str, awaited: Option<Awaited<'_>>) -> Delivered {
         let line = lines::one_line(text);
+        // What the peer gets instead of the server's message, if anything.
+        let mut instead = None;
         let response = match wire::parse(line.as_bytes()) {
             Incoming::Response { id, outcome } => {
                 let ours = awaited.filter(|a| *a.id == id);
                 if let Some(awaited) = ours {
-                    self.learned.learn(awaited.method, &outcome);
+                    instead = self
+                        .learned
+                        .learn(awaited.method, &outcome)
+                        .map(|result| wire::result(&id, &result));
                 }
                 Some((id, ours.is_some()))
             }
@@ -123,7 +128,10 @@ impl Shared {
                 ));
             }
         };
-        if !self.to_peer(line.as_bytes()).await {
+        if !self
+            .to_peer(instead.as_deref().unwrap_or(line.as_bytes()))
+            .await
+        {
             return Delivered::Closed;
         }
         // Only once the response is queued for the peer: a response on another request's

@@ -55,13 +55,19 @@
 //!   `Mcp-Param-*` header per argument whose schema is annotated `x-mcp-header`, as the last
 //!   `tools/list` through this connection described the tool. A server that finds them
 //!   missing or stale answers `HeaderMismatch` (-32020), which the call gets as its error:
-//!   list the tools again and retry.
+//!   list the tools again and retry. A listed tool whose declarations break the transport's
+//!   rules (a header name that is empty or not an HTTP token, two parameters naming one
+//!   header, a declaration on anything but a `string`, `integer` or `boolean` parameter reached
+//!   through `properties`) is left out of the `tools/list` result the peer gets, as the
+//!   specification requires of Streamable HTTP clients, with a warning in the log.
 //! - **Legacy** (2025-11-25 and before): the `Mcp-Session-Id` the `initialize` answer carried
 //!   is sent on every later `POST`, `GET` and `DELETE`, and so is the `protocolVersion` of the
 //!   `initialize` result as `MCP-Protocol-Version` (never on `initialize` itself). After
 //!   `notifications/initialized` has been accepted, the bridge opens the server's `GET` stream
 //!   (unless [`listen(false)`](HttpClient::listen)) and delivers its messages to the peer; a
-//!   server without one answers 405, which is fine. The stream is opened again with
+//!   server without one answers 405, which is fine. The peer's next message waits until the
+//!   server has answered that `GET` (at most the [send timeout](HttpClient::send_timeout)), so
+//!   that a request the server sends on the stream as soon as a call asks for it is not lost. The stream is opened again with
 //!   `Last-Event-ID` when it ends (see [Resumption](#resumption)).
 //!
 //! Servers' requests and notifications arriving on any stream (`sampling/createMessage`,
@@ -147,6 +153,7 @@
 //! [`PeerHandle::is_closed`]: crate::peer::PeerHandle::is_closed
 
 mod bridge;
+mod declared;
 mod deliver;
 mod failure;
 mod lines;

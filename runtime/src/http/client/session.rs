@@ -1,6 +1,7 @@
 //! What the connection learns from the server's answers — the legacy session and its
 //! negotiated version, whether `server/discover` succeeded, the tools' `x-mcp-header`
-//! annotations — and the protocol headers that follow from it, per era.
+//! annotations (and which tools to leave out for invalid ones) — and the protocol headers
+//! that follow from it, per era.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -12,9 +13,9 @@ use cancelkit_wire::{McpRevision, meta};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::MAX_ANNOTATED_TOOLS;
+use super::{MAX_ANNOTATED_TOOLS, declared};
 use crate::peer::wire;
 use crate::sync::lock;
 
@@ -116,9 +117,15 @@ impl Learned {
 
     /// What the result of our `method` request teaches: the negotiated version
     /// (`initialize`), the era (`server/discover`), the tools' annotations (`tools/list`).
-    pub(super) fn learn(&self, method: &str, outcome: &Result<Box<RawValue>, crate::JsonRpcError>) {
+    /// Returns the result the peer gets instead, if it is not the server's: at 2026-07-28, a
+    /// `tools/list` without the tools whose `x-mcp-header` declarations are invalid.
+    pub(super) fn learn(
+        &self,
+        method: &str,
+        outcome: &Result<Box<RawValue>, crate::JsonRpcError>,
+    ) -> Option<Box<RawValue>> {
         let Ok(result) = outcome else {
-            return;
+            return None;
         };
         match method {
             INITIALIZE => {
@@ -134,22 +141,19 @@ impl Learned {
                 lock(&self.session).version = version;
             }
             DISCOVER => self.modern.store(true, Ordering::Relaxed),
-            TOOLS_LIST => self.learn_tools(result),
+            TOOLS_LIST => return self.learn_tools(result),
             _ => {}
         }
+        None
     }
 
     /// Keeps the annotations of each tool listed (a page at a time: tools not on this page
-    /// keep theirs).
-    fn learn_tools(&self, result: &RawValue) {
+    /// keep theirs). A tool with an invalid declaration ([`declared`]) keeps none; at
+    /// 2026-07-28 it is also left out: the result without it, if any was.
+    fn learn_tools(&self, result: &RawValue) -> Option<Box<RawValue>> {
         let mut annotations = lock(&self.annotations);
         if annotations.is_empty() && !wire::may_have_key(result, headers::ANNOTATION) {
-            return;
-        }
-        #[derive(Deserialize)]
-        struct Tools {
-            #[serde(default)]
-            tools: Vec<Tool>,
+            return None;
         }
         #[derive(Deserialize)]
         struct Tool {
@@ -157,11 +161,23 @@ impl Learned {
             #[serde(rename = "inputSchema", default)]
             input_schema: Value,
         }
-        let Ok(listed) = serde_json::from_str::<Tools>(result.get()) else {
-            return;
+        let mut listed = serde_json::from_str::<Map<String, Value>>(result.get()).ok()?;
+        let Some(Value::Array(tools)) = listed.get_mut("tools") else {
+            return None;
         };
-        for tool in listed.tools {
-            let found = headers::annotations(&tool.input_schema);
+        let before = tools.len();
+        tools.retain(|tool| {
+            let Ok(tool) = Tool::deserialize(tool) else {
+                return true;
+            };
+            let found = match declared::declarations(&tool.input_schema) {
+                Ok(found) => found,
+                Err(why) => {
+                    tracing::warn!(tool = tool.name, "the tool is left out: {why}");
+                    annotations.remove(&tool.name);
+                    return false;
+                }
+            };
             if found.is_empty() {
                 annotations.remove(&tool.name);
             } else if annotations.len() < MAX_ANNOTATED_TOOLS
@@ -174,7 +190,12 @@ impl Learned {
                     "{MAX_ANNOTATED_TOOLS} tools with x-mcp-header annotations are known already; this one's calls lack their Mcp-Param-* headers"
                 );
             }
+            true
+        });
+        if tools.len() == before || !self.modern.load(Ordering::Relaxed) {
+            return None;
         }
+        wire::to_raw(&listed).ok()
     }
 
     /// The 2026-07-28 routing headers of a request: `Mcp-Method`, `Mcp-Name`, and for

@@ -8,6 +8,7 @@ use std::time::Duration;
 use cancelkit_wire::sse;
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
+use tokio::sync::oneshot;
 
 use super::bridge::Shared;
 use super::deliver::{Awaited, Delivered};
@@ -168,7 +169,9 @@ pub(super) async fn open(shared: &Shared, era: Era, last_event_id: Option<&str>)
 /// The legacy session's `GET` stream: its messages go to the peer; it is reopened with
 /// `Last-Event-ID` whenever it ends, until a 405 (the server has none), an expired session,
 /// too many failed attempts in a row, or the bridge stops.
-pub(super) async fn listen(shared: Arc<Shared>) {
+pub(super) async fn listen(shared: Arc<Shared>, answered: oneshot::Sender<()>) {
+    // Told once the first `GET` is answered (or failed): see `Shared::start_listening`.
+    let mut answered = Some(answered);
     let mut cursor = Cursor::default();
     let mut failures = 0u32;
     let mut first = true;
@@ -190,6 +193,9 @@ pub(super) async fn listen(shared: Arc<Shared>) {
             () = shared.stop.cancelled() => return,
             opened = open(&shared, Era::Legacy, cursor.last_id.as_deref()) => opened,
         };
+        if let Some(answered) = answered.take() {
+            let _ = answered.send(());
+        }
         match opened {
             Reopened::Stream(response) => {
                 let end = tokio::select! {

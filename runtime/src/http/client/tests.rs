@@ -10,9 +10,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::codec::Decoder;
 
+use super::declared::declarations;
 use super::failure::{self, Failure, TransportFailure};
 use super::lines::{HEAD_BYTES, Line, OutputLines, one_line, request_id_in};
-use super::session::{Era, era_of};
+use super::session::{Era, Learned, era_of};
 use super::stream::delay;
 use super::{ClientError, HttpClient};
 
@@ -233,4 +234,102 @@ fn only_http_urls_make_a_client() {
         HttpClient::new("not a url"),
         Err(ClientError::Url(_))
     ));
+}
+
+/// A tool whose only parameter `p` has `property` for its schema.
+fn tool(name: &str, property: Value) -> Value {
+    json!({"name": name, "inputSchema": {"type": "object", "properties": {"p": property}}})
+}
+
+#[test]
+fn tools_with_invalid_header_declarations_are_left_out_at_2026() {
+    let valid = [
+        tool("plain", json!({"type": "string"})),
+        tool(
+            "string",
+            json!({"type": "string", "x-mcp-header": "Region"}),
+        ),
+        tool(
+            "integer",
+            json!({"type": "integer", "x-mcp-header": "Priority"}),
+        ),
+        tool(
+            "boolean",
+            json!({"type": "boolean", "x-mcp-header": "Verbose"}),
+        ),
+        json!({"name": "nested", "inputSchema": {"type": "object", "properties": {"a": {
+            "type": "object", "properties": {"b": {"type": "string", "x-mcp-header": "B"}}}},
+            "default": {"x-mcp-header": "data, not a declaration"}}}),
+    ];
+    let invalid = [
+        tool("empty", json!({"type": "string", "x-mcp-header": ""})),
+        tool(
+            "space",
+            json!({"type": "string", "x-mcp-header": "My Region"}),
+        ),
+        tool(
+            "colon",
+            json!({"type": "string", "x-mcp-header": "Region:1"}),
+        ),
+        tool(
+            "non_ascii",
+            json!({"type": "string", "x-mcp-header": "Région"}),
+        ),
+        tool(
+            "control",
+            json!({"type": "string", "x-mcp-header": "Region\t1"}),
+        ),
+        tool("not_a_string", json!({"type": "string", "x-mcp-header": 7})),
+        tool("object", json!({"type": "object", "x-mcp-header": "Data"})),
+        tool("array", json!({"type": "array", "x-mcp-header": "Items"})),
+        tool("null", json!({"type": "null", "x-mcp-header": "Nil"})),
+        tool("number", json!({"type": "number", "x-mcp-header": "Score"})),
+        tool("untyped", json!({"x-mcp-header": "Any"})),
+        tool(
+            "in_items",
+            json!({"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}),
+        ),
+        json!({"name": "on_root", "inputSchema": {"type": "string", "x-mcp-header": "Root"}}),
+        json!({"name": "duplicate", "inputSchema": {"type": "object", "properties": {
+            "a": {"type": "string", "x-mcp-header": "MyField"},
+            "b": {"type": "string", "x-mcp-header": "myfield"}}}}),
+    ];
+    for tool in &valid {
+        assert!(
+            declarations(&tool["inputSchema"]).is_ok(),
+            "{tool} is a valid tool"
+        );
+    }
+    for tool in &invalid {
+        assert!(
+            declarations(&tool["inputSchema"]).is_err(),
+            "{tool} is an invalid tool"
+        );
+    }
+    let all: Vec<Value> = valid.iter().chain(&invalid).cloned().collect();
+    let listed = raw(&json!({"tools": all, "nextCursor": "c"}).to_string());
+    let names = |result: &RawValue| -> Vec<String> {
+        let result: Value = serde_json::from_str(result.get()).unwrap();
+        assert_eq!(result["nextCursor"], "c");
+        result["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Before server/discover (a legacy session) the list passes as the server sent it.
+    let learned = Learned::default();
+    assert!(learned.learn("tools/list", &Ok(listed.clone())).is_none());
+    learned.learn("server/discover", &Ok(raw("{}")));
+    let kept = learned
+        .learn("tools/list", &Ok(listed))
+        .expect("invalid tools are left out");
+    assert_eq!(
+        names(&kept),
+        ["plain", "string", "integer", "boolean", "nested"]
+    );
+    // A list with nothing invalid passes as it was.
+    let fine = raw(&json!({"tools": valid}).to_string());
+    assert!(learned.learn("tools/list", &Ok(fine)).is_none());
 }
