@@ -10,10 +10,12 @@ use crate::http_peer::HttpPeer;
 use crate::workspace_root as root;
 
 /// The packages every Node peer needs: an install without one of them is redone.
-const REQUIRED: [&str; 5] = [
+const REQUIRED: [&str; 6] = [
     "@modelcontextprotocol/sdk",
     "@agentclientprotocol/sdk",
     "@modelcontextprotocol/conformance",
+    // the conformance suite's newest prerelease, beside its release
+    "conformance-next",
     "@modelcontextprotocol/server-everything",
     "glob",
 ];

@@ -1,29 +1,38 @@
-//! The official MCP conformance suite, `@modelcontextprotocol/conformance` (pinned in
-//! tests/node/package.json, installed under target/interop/node), run as its CLI against two
-//! Streamable HTTP servers of ours:
+//! The official MCP conformance suite, `@modelcontextprotocol/conformance`, in two releases
+//! pinned side by side in tests/node/package.json (installed under target/interop/node): the
+//! current release, 0.1.16 (npm's `latest`, which knows the revisions up to 2025-11-25), and the
+//! newest prerelease, 0.2.0-alpha.12 (npm alias `conformance-next`, which knows 2026-07-28).
+//! Each release's CLI is run against two Streamable HTTP servers of ours:
 //!
 //! - the `mcp_server` example, started with `--http 127.0.0.1:0`;
 //! - the gateway's `/mcp` (binary `cancelkit-gateway` with its demo upstream), through a
 //!   reverse proxy here (`proxy.rs`) that adds the gateway's bearer token, which the CLI cannot
-//!   send.
+//!   send;
 //!
-//! Both are tools-only servers, so only the scenarios that need nothing but tools run (see
-//! [`SCENARIOS`](scenarios::SCENARIOS); why each other scenario does not apply is written there
-//! too). Each runs once per revision it covers — 2025-11-25 (`initialize`, sessions) and
-//! 2026-07-28 (no handshake, `_meta` on every request) are different wires — and every check of
-//! it must pass: no check `FAILURE` (a `WARNING` is a SHOULD the suite reports but does not
-//! fail), and at least one `SUCCESS`. A check the suite cannot exercise on a tools-only server
-//! (it calls a fixture tool such as `test_logging_tool`) is listed with the reason, and not
-//! counted. A check a target fails because of a bug of its own is listed in that target's known
-//! bugs ([`GATEWAY_BUGS`]), printed on every run, and must keep failing: once it passes, the
-//! test fails until the entry is removed.
+//! and in its client mode against our client, the `conformance_client` example (`client.rs`).
 //!
-//! The CLI needs `fs.globSync` (Node 22); tests/node/conformance_shim.mjs, preloaded with
+//! Both servers are tools-only, so only the scenarios that need nothing but tools run; the
+//! client takes part in every client scenario but those of OAuth and the skills extension. Each
+//! release's tables say which, and why each other scenario does not apply (`release.rs`,
+//! `prerelease.rs`). Each scenario runs once per revision it covers — 2025-11-25 (`initialize`,
+//! sessions) and 2026-07-28 (no handshake, `_meta` on every request) are different wires; the
+//! release runs everything at 2025-11-25 — a few CLI runs at a time, and every check of it must
+//! pass: no check `FAILURE` (a `WARNING` is a SHOULD the suite reports but does not fail), and
+//! at least one `SUCCESS`. A check the suite cannot exercise on what is tested (it calls a
+//! fixture tool such as `test_logging_tool`) is listed with the reason, and not counted. A check
+//! a target fails because of a bug of its own is listed in that target's known bugs
+//! ([`GATEWAY_BUGS`]), printed on every run, and must keep failing: once it passes, the test
+//! fails until the entry is removed.
+//!
+//! Both CLIs need `fs.globSync` (Node 22); tests/node/conformance_shim.mjs, preloaded with
 //! `--import`, supplies it from the pinned `glob` package on Node 20. No Node, or no npm, fails
 //! the test: it never skips.
 
 mod child;
+mod client;
+mod prerelease;
 mod proxy;
+mod release;
 mod scenarios;
 mod suite;
 
@@ -51,7 +60,7 @@ async fn the_mcp_server_example_over_streamable_http_passes_the_conformance_suit
         "expected `listening on http://<bound addr>/mcp`, got {line:?}"
     );
     let outcome = suite.run_all("the mcp_server example", &url, &[]).await;
-    outcome.assert_passed(&server);
+    outcome.assert_passed(Some(&server));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,5 +114,5 @@ args = ["demo-upstream"]
     let outcome = suite
         .run_all("the gateway's /mcp", &url, GATEWAY_BUGS)
         .await;
-    outcome.assert_passed(&gateway);
+    outcome.assert_passed(Some(&gateway));
 }
