@@ -5,12 +5,13 @@
 //     node gateway_client.mjs URL TOKEN [TOOLS]
 //
 // TOOLS (JSON, optional) names the upstream's tools the script calls, as the gateway exposes
-// them: `{"slow": {name, args}, "progress": {name, args}, "fast": {name, args}, "settleMs"}` — the
-// slow call (long, with progress), the same tool for a short call with progress, a fast call
-// whose string arguments have `{text}` replaced by the text of each call, and how long a slow
-// call runs upstream when nothing stops it (the script waits that long after the API-cancelled
-// call was sent before its `wire`, so a late result or progress of a cancelled call has every
-// chance to show). Without it: the demo upstream's `demo-sleep {seconds: 30}`,
+// them: `{"slow": {name, args}, "progress": {name, args}, "fast": {name, args}, "settleMs",
+// "burst"}` — the slow call (long, with progress), the same tool for a short call with
+// progress, a fast call whose string arguments have `{text}` replaced by the text of each call,
+// how long a slow call runs upstream when nothing stops it (the script waits that long after the
+// API-cancelled call was sent before its `wire`, so a late result or progress of a cancelled call
+// has every chance to show), and how many calls the abort burst makes (60 unless given).
+// Without it: the demo upstream's `demo-sleep {seconds: 30}`,
 // `demo-sleep {seconds: 0.5}`, `demo-echo {text}`, no settling. Names below are the demo's.
 //
 // In order: connect (`connected`), list the tools (`list_tools`), call `demo-echo` (`echo`);
@@ -306,7 +307,8 @@ try {
   {
     const first = exchanges.length;
     const outcomes = {};
-    for (let i = 0; i < ABORT_BURST; i++) {
+    const burst = TOOLS.burst ?? ABORT_BURST;
+    for (let i = 0; i < burst; i++) {
       const controller = new AbortController();
       const call = client
         .callTool({ name: TOOLS.slow.name, arguments: TOOLS.slow.args }, undefined, { signal: controller.signal })
@@ -316,7 +318,7 @@ try {
       outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
     }
     const ids = exchanges.slice(first).filter((e) => e.request?.method === "tools/call").map((e) => e.request.id);
-    emit("abort_burst", { calls: ABORT_BURST, outcomes, ids });
+    emit("abort_burst", { calls: burst, outcomes, ids });
   }
   await waitForGo("abort_burst");
   // Give a late message for a cancelled call every chance to arrive: past the end the slow

@@ -11,12 +11,13 @@ session negotiated: after discover() it aborts the cancelled request's POST and 
 notification, after initialize() it POSTs the notification.
 
 TOOLS (JSON, optional) names the upstream's tools the script calls, as the gateway exposes them:
-`{"slow": {"name", "args"}, "progress": {"name", "args"}, "fast": {"name", "args"}, "settleMs"}`
+`{"slow": {"name", "args"}, "progress": {"name", "args"}, "fast": {"name", "args"}, "settleMs",
+"burst"}`
 — the slow call (long, with progress), the same tool for a short call with progress, a fast
 call whose string arguments have `{text}` replaced by the text of each call, and how long a slow
 call runs upstream when nothing stops it (the script waits that long after the API-cancelled
 call was sent before its `wire`, so a late result or progress of a cancelled call has every
-chance to show). Without
+chance to show), and how many calls the abort burst makes (60 unless given). Without
 it: the demo upstream's `demo-sleep {seconds: 30}`, `demo-sleep {seconds: 0.5}`,
 `demo-echo {text}`, no settling.
 
@@ -392,7 +393,8 @@ async def abort_burst(session: ClientSession, tap: TapTransport) -> None:
     calls: every run that starts must still end cancelled."""
     first = len(tap.exchanges)
     outcomes: dict[str, int] = {}
-    for i in range(ABORT_BURST):
+    burst = TOOLS.get("burst", ABORT_BURST)
+    for i in range(burst):
         state = "rejected"
         with anyio.move_on_after(0.001 * (1 + i % 5)) as scope:
             try:
@@ -408,7 +410,7 @@ async def abort_burst(session: ClientSession, tap: TapTransport) -> None:
         for e in tap.exchanges[first:]
         if isinstance(e.request, dict) and e.request.get("method") == "tools/call"
     ]
-    emit("abort_burst", calls=ABORT_BURST, outcomes=outcomes, ids=ids)
+    emit("abort_burst", calls=burst, outcomes=outcomes, ids=ids)
 
 
 async def run(url: str, token: str, era: str) -> None:

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use cancelkit_tests::http_peer::HttpPeer;
 use serde_json::{Value, json};
 
+use super::third_party::THIRD_PARTY_BURST;
 use super::upstream::{Tools, UpstreamUnderTest};
 use super::wire_tap::WireTap;
 use crate::support::Gateway;
@@ -178,6 +179,7 @@ impl UpstreamUnderTest for Everything {
             fast_args: json!({"message": "{text}"}),
             fast_text: |text| format!("Echo: {text}"),
             settle_ms: EVERYTHING_SLOW_S * 1000 + 500,
+            burst: THIRD_PARTY_BURST,
         }
     }
 

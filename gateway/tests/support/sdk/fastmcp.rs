@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cancelkit_tests::http_peer::HttpPeer;
 use serde_json::json;
 
+use super::third_party::THIRD_PARTY_BURST;
 use super::upstream::{Tools, UpstreamUnderTest};
 use crate::support::Gateway;
 
@@ -79,6 +80,7 @@ impl UpstreamUnderTest for FastMcp {
             fast_args: json!({"a": 2, "b": 3}),
             fast_text: |_| "5".into(),
             settle_ms: 0,
+            burst: THIRD_PARTY_BURST,
         }
     }
 

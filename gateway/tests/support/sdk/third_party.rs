@@ -21,6 +21,11 @@ use super::everything::Everything;
 use super::fastmcp::FastMcp;
 use super::upstream::UpstreamUnderTest;
 
+/// The abort burst's size through a third-party upstream: enough for cancels that race their
+/// calls, and every call that reached the upstream is checked stopped; fewer than the demo's 60,
+/// to keep the test short.
+pub const THIRD_PARTY_BURST: u64 = 20;
+
 /// The third-party Streamable HTTP servers, each started once and shared by every gateway of a
 /// test (each gateway has its own sessions, or none at 2026-07-28).
 pub struct ThirdParty {

@@ -36,6 +36,8 @@ pub struct Tools {
     /// wait that long (after their API-cancelled call) for a late message of a cancelled call;
     /// 0 when the upstream's own log shows its stops.
     pub settle_ms: u64,
+    /// How many slow calls the scripts' abort burst makes.
+    pub burst: u64,
 }
 
 impl Tools {
@@ -51,6 +53,7 @@ impl Tools {
             fast_args: json!({"text": "{text}"}),
             fast_text: str::to_owned,
             settle_ms: 0,
+            burst: 60,
         }
     }
 
@@ -61,6 +64,7 @@ impl Tools {
             "progress": {"name": self.slow, "args": self.progress_args},
             "fast": {"name": self.fast, "args": self.fast_args},
             "settleMs": self.settle_ms,
+            "burst": self.burst,
         })
         .to_string()
     }

@@ -73,10 +73,11 @@ impl Quiet {
             .map(|(_, at)| at.unwrap_or(f64::INFINITY))
             .collect();
         let before = times.iter().filter(|t| **t <= self.cancelled_at).count();
-        let late: Vec<f64> = times
+        let late: Vec<String> = times
             .iter()
             .map(|t| t - acknowledged)
             .filter(|after| *after > QUIET_MARGIN_MS)
+            .map(|after| format!("{after:.0}"))
             .collect();
         assert!(
             before >= 1 && self.progress_seen >= 1,
