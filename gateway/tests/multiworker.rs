@@ -12,16 +12,8 @@ use std::time::{Duration, Instant};
 use cancelkit_tests::redis::RedisServer;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use support::workers::{redis_worker as worker, wait_redis};
 use support::{Gateway, Options, client, config, token, tools_call};
-
-fn worker(name: &'static str, redis: &RedisServer) -> Gateway {
-    Gateway::with(Options {
-        config: config(""),
-        env: vec![("REDIS_URL", redis.url())],
-        worker: Some(name),
-        ..Options::default()
-    })
-}
 
 /// Starts a slow call on `gateway` as `user`; returns the task awaiting its answer.
 fn slow_call(
@@ -82,29 +74,6 @@ async fn status(gateway: &Gateway, user: &str, request_id: &str) -> (StatusCode,
         .unwrap();
     let status = response.status();
     (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn health(gateway: &Gateway) -> Value {
-    client()
-        .get(gateway.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-async fn wait_redis(gateway: &Gateway, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let h = health(gateway).await;
-        if h["redis"] == state {
-            return;
-        }
-        assert!(Instant::now() < deadline, "redis never {state}: {h}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The number of demo stop lines on a worker.

@@ -10,38 +10,11 @@ use std::time::{Duration, Instant};
 
 use cancelkit_tests::redis::RedisServer;
 use serde_json::{Value, json};
-use support::{Gateway, Options, client, config, token, tools_call};
+use support::workers::{redis_worker as worker, wait_redis};
+use support::{Gateway, client, token, tools_call};
 
 /// Rounds of each race.
 const ROUNDS: usize = 20;
-
-fn worker(name: &'static str, redis: &RedisServer) -> Gateway {
-    Gateway::with(Options {
-        config: config(""),
-        env: vec![("REDIS_URL", redis.url())],
-        worker: Some(name),
-        ..Options::default()
-    })
-}
-
-async fn wait_connected(gateway: &Gateway) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let health: Value = client()
-            .get(gateway.url("/health"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if health["redis"] == "connected" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "redis never connected: {health}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// A slow call as alice on `gateway`: its JSON-RPC answer.
 async fn call(gateway: &Gateway, id: &str) -> Value {
@@ -99,8 +72,8 @@ async fn a_cancel_racing_its_calls_registration_through_another_worker_stops_it(
     let redis = RedisServer::start();
     let a = worker("a", &redis);
     let b = worker("b", &redis);
-    wait_connected(&a).await;
-    wait_connected(&b).await;
+    wait_redis(&a, "connected").await;
+    wait_redis(&b, "connected").await;
 
     // 1. The cancel goes first, through B; the call comes right after, to A.
     let mut gaps = Vec::new();

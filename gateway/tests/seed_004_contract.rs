@@ -13,36 +13,13 @@ mod support;
 
 use serde_json::{Value, json};
 use support::http::{
-    Reply, SLEEP_CANCELLED, join, mcp_post, mcp_session, sleep_call, spawn_mcp, spawn_rpc,
-    until_stderr, until_stderr_count,
+    Reply, SLEEP_CANCELLED, cancel_with_at, join, mcp_post, mcp_session, sleep_call, spawn_mcp,
+    spawn_rpc, status_at, until_stderr, until_stderr_count,
 };
-use support::{Gateway, Options, client, config, token, tools_call};
+use support::{Gateway, Options, config, tools_call};
 
 const STARTED: &str = "demo-upstream: started tools/call sleep";
 const PREFIXES: [&str; 2] = ["", "/v1"];
-
-/// `POST {prefix}/cancellation/cancel` with `body` as it is, as `user`.
-async fn post_cancel(gateway: &Gateway, prefix: &str, user: &str, body: &Value) -> Reply {
-    let response = client()
-        .post(gateway.url(&format!("{prefix}/cancellation/cancel")))
-        .bearer_auth(token(user))
-        .json(body)
-        .send()
-        .await
-        .expect("POST /cancellation/cancel");
-    Reply::read(response).await
-}
-
-/// `GET {prefix}/cancellation/status/{id}` as `user`.
-async fn get_status(gateway: &Gateway, prefix: &str, user: &str, id: &str) -> Reply {
-    let response = client()
-        .get(gateway.url(&format!("{prefix}/cancellation/status/{id}")))
-        .bearer_auth(token(user))
-        .send()
-        .await
-        .expect("GET /cancellation/status");
-    Reply::read(response).await
-}
 
 fn now() -> f64 {
     std::time::SystemTime::now()
@@ -90,7 +67,7 @@ async fn a_registered_run_is_cancelled_and_its_call_answers_minus_32800() {
         // registered with their request ID for cancellation support"
         let call = spawn_rpc(&gateway, "alice", sleep_call(json!(id), 30.0));
         until_stderr_count(&gateway, STARTED, n + 1).await;
-        let before = get_status(&gateway, prefix, "admin", &id).await;
+        let before = status_at(&gateway, prefix, "admin", &id).await;
         assert_status_body(&before);
         assert_eq!(before.body["cancelled"], false, "{}", before.text);
         // "`cancelled_at` is present only if the run has been cancelled"
@@ -99,7 +76,7 @@ async fn a_registered_run_is_cancelled_and_its_call_answers_minus_32800() {
         // "Request body (application/json): { "requestId": "<string>", "reason":
         // "<string|null>" }" → "Response 200 (application/json): { "status": "cancelled" |
         // "queued", "requestId": "<string>", "reason": "<string|null>" }"
-        let reply = post_cancel(
+        let reply = cancel_with_at(
             &gateway,
             prefix,
             "admin",
@@ -125,7 +102,7 @@ async fn a_registered_run_is_cancelled_and_its_call_answers_minus_32800() {
 
         // "`cancelled_at` is present only if the run has been cancelled"; "`cancel_reason`
         // contains the reason provided during cancellation (if any)"
-        let after = get_status(&gateway, prefix, "admin", &id).await;
+        let after = status_at(&gateway, prefix, "admin", &id).await;
         assert_status_body(&after);
         assert_eq!(after.body["cancelled"], true, "{}", after.text);
         assert!(
@@ -152,7 +129,7 @@ async fn a_cancel_without_a_reason_is_answered_with_a_null_reason() {
         let id = body["requestId"].as_str().unwrap().to_owned();
         let call = spawn_rpc(&gateway, "alice", sleep_call(json!(id), 30.0));
         until_stderr_count(&gateway, STARTED, n + 1).await;
-        let reply = post_cancel(&gateway, "", "admin", &body).await;
+        let reply = cancel_with_at(&gateway, "", "admin", &body).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
         assert_eq!(
             reply.body,
@@ -177,7 +154,7 @@ async fn a_cancel_that_finds_no_run_is_queued() {
             ),
             (json!({"requestId": "nothing-3"}), Value::Null),
         ] {
-            let reply = post_cancel(&gateway, prefix, "admin", &body).await;
+            let reply = cancel_with_at(&gateway, prefix, "admin", &body).await;
             assert_eq!(reply.status, 200, "{prefix} {body}: {}", reply.text);
             assert_eq!(
                 reply.body,
@@ -193,7 +170,7 @@ async fn a_cancel_that_finds_no_run_is_queued() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_before_its_call_is_registered_is_queued() {
     let gateway = Gateway::start();
-    let reply = post_cancel(
+    let reply = cancel_with_at(
         &gateway,
         "",
         "admin",
@@ -212,7 +189,7 @@ async fn a_cancel_before_its_call_is_registered_is_queued() {
 async fn the_status_of_an_unknown_run_is_404_run_not_found() {
     let gateway = Gateway::start();
     for prefix in PREFIXES {
-        let reply = get_status(&gateway, prefix, "admin", "no-such-run").await;
+        let reply = status_at(&gateway, prefix, "admin", "no-such-run").await;
         assert_eq!(reply.status, 404, "{prefix}: {}", reply.text);
         assert_eq!(reply.body, json!({"detail": "Run not found"}), "{prefix}");
     }
@@ -230,7 +207,7 @@ async fn switched_off_both_endpoints_return_404_and_nothing_is_registered() {
     let call = spawn_rpc(&gateway, "alice", sleep_call(json!("off"), 1.0));
     until_stderr(&gateway, STARTED).await;
     for prefix in PREFIXES {
-        let cancel = post_cancel(
+        let cancel = cancel_with_at(
             &gateway,
             prefix,
             "admin",
@@ -238,7 +215,7 @@ async fn switched_off_both_endpoints_return_404_and_nothing_is_registered() {
         )
         .await;
         assert_eq!(cancel.status, 404, "{prefix}: {}", cancel.text);
-        let status = get_status(&gateway, prefix, "admin", "off").await;
+        let status = status_at(&gateway, prefix, "admin", "off").await;
         assert_eq!(status.status, 404, "{prefix}: {}", status.text);
     }
     // Not cancelled: it runs to its end.
@@ -254,14 +231,15 @@ async fn the_api_needs_admin_system_config() {
     let call = spawn_rpc(&gateway, "alice", sleep_call(json!("rbac"), 30.0));
     until_stderr(&gateway, STARTED).await;
     for prefix in PREFIXES {
-        let denied = post_cancel(&gateway, prefix, "nobody", &json!({"requestId": "rbac"})).await;
+        let denied =
+            cancel_with_at(&gateway, prefix, "nobody", &json!({"requestId": "rbac"})).await;
         assert_eq!(denied.status, 403, "{prefix}: {}", denied.text);
-        let denied = get_status(&gateway, prefix, "nobody", "rbac").await;
+        let denied = status_at(&gateway, prefix, "nobody", "rbac").await;
         assert_eq!(denied.status, 403, "{prefix}: {}", denied.text);
     }
     // `ops` holds admin.system_config and nothing else.
-    assert_status_body(&get_status(&gateway, "", "ops", "rbac").await);
-    let reply = post_cancel(&gateway, "", "ops", &json!({"requestId": "rbac"})).await;
+    assert_status_body(&status_at(&gateway, "", "ops", "rbac").await);
+    let reply = cancel_with_at(&gateway, "", "ops", &json!({"requestId": "rbac"})).await;
     assert_eq!(reply.body["status"], "cancelled", "{}", reply.text);
     assert_eq!(join(call).await.response()["error"]["code"], -32800);
 }
@@ -280,8 +258,8 @@ async fn a_tools_call_over_mcp_is_registered_and_cancelled_the_same_way() {
         tools_call(json!(2), "demo-sleep", json!({"seconds": 30})),
     );
     until_stderr(&gateway, STARTED).await;
-    assert_status_body(&get_status(&gateway, "", "admin", "2").await);
-    let reply = post_cancel(
+    assert_status_body(&status_at(&gateway, "", "admin", "2").await);
+    let reply = cancel_with_at(
         &gateway,
         "",
         "admin",

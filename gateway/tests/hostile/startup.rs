@@ -140,7 +140,7 @@ async fn a_small_descriptor_limit_fits_the_reserve_and_the_gateway_starts() {
         nofile: Some(256),
         ..Options::default()
     });
-    let stderr = without_colours(&gateway.stderr());
+    let stderr = support::sdk::plain(&gateway.stderr());
     assert!(
         stderr.contains("connections.max_connections lowered to fit the descriptor limit")
             && stderr.contains("fitted=128")
@@ -174,23 +174,4 @@ async fn a_share_at_its_bound_is_warned_about_at_start() {
             .contains("warning: `limits.max_runs_per_user` (4) is not below `limits.max_runs` (4)"),
         "{stderr}"
     );
-}
-
-/// `text` without its ANSI colour sequences (the log colours its field names).
-fn without_colours(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // ESC [ ... a letter
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

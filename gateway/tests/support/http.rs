@@ -149,8 +149,13 @@ pub async fn cancel_at(
 
 /// `POST /cancellation/cancel` with `body` as it is, as `user`.
 pub async fn cancel_with(gateway: &Gateway, user: &str, body: Value) -> Reply {
+    cancel_with_at(gateway, "", user, &body).await
+}
+
+/// [`cancel_with`] under a path prefix (`""` or `"/v1"`).
+pub async fn cancel_with_at(gateway: &Gateway, prefix: &str, user: &str, body: &Value) -> Reply {
     let response = client()
-        .post(gateway.url("/cancellation/cancel"))
+        .post(gateway.url(&format!("{prefix}/cancellation/cancel")))
         .bearer_auth(token(user))
         .json(&body)
         .send()

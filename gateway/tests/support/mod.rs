@@ -5,6 +5,7 @@
 pub mod http;
 pub mod rmcp_server;
 pub mod sdk;
+pub mod workers;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
