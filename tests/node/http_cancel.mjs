@@ -7,8 +7,13 @@
 //
 // SCENARIO is one of
 //   client_cancels  connect (2025-11-25 `initialize`), list the tools, call `echo`, call
-//                   `sleep {seconds: 30}` with an AbortSignal and abort it after ~300 ms, call
-//                   `echo` again, end the session (DELETE)
+//                   `sleep {seconds: 30}` with an AbortSignal and abort it after ~300 ms, wait
+//                   RESUME_WAIT_MS from the abort (the SDK resumes the call's stream, which
+//                   ended without a response), call `echo` again, end the session (DELETE)
+//   error_answer    connect, call a tool the server does not have (answered with a JSON-RPC
+//                   error on the call's event stream, which the SDK resumes too: only a result
+//                   counts as the response), wait RESUME_WAIT_MS from the answer, call `echo`,
+//                   end the session
 //   server_cancels  connect with a sampling handler that waits (30 s at most) for its
 //                   `extra.signal` to abort, call `ask_client {timeout_ms}`: the server sends
 //                   sampling/createMessage, gives up and sends notifications/cancelled for it
@@ -16,10 +21,14 @@
 // The transport's `fetch` is a tap around the global one, so what this reports is what crossed
 // the wire: every HTTP exchange with the MCP headers it carried, the message it POSTed, the
 // status and headers of the answer, the answer's JSON body or each of its SSE events as it
-// arrived, and how the answer's body ended.
+// arrived, and how the answer's body ended. Everything the client reports is recorded too:
+// `transport.onerror`, `Client.onerror` (the SDK passes it every transport error as well), and
+// console.error / console.warn.
 //
-// Prints JSON lines, each an object with an "event" member; the last is {"event": "wire",
-// "exchanges": [...]}.
+// Prints JSON lines, each an object with an "event" member; the last two are
+// {"event": "transport_errors", "errors": [...], "whileClosing": [...]} (each {source, ms,
+// message}: what was reported while the session was open, and once its end had begun) and
+// {"event": "wire", "exchanges": [...]}.
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -32,6 +41,13 @@ const STOPPED_WAIT_MS = 5_000;
 const LATE_RESPONSE_WAIT_MS = 300;
 const WHOLE_RUN_LIMIT_MS = 40_000;
 const ABORT_REASON = "user pressed stop";
+// How long the session stays open after a call's stream ended without a result (the abort, or
+// an error answer): the SDK resumes such a stream (GET with Last-Event-ID) about 1.0 s after it
+// ended and, if that fails, again 1.5 s later (its backoff: min(1000 * 1.5^n, 30000) ms, 2
+// attempts), and a resumed stream that ends again without a result starts that over (about
+// once a second, forever): 3.5 s holds both attempts and, when it loops, a third GET.
+const RESUME_WAIT_MS = 3_500;
+const UNKNOWN_TOOL = "no_such_tool";
 
 const REQUEST_HEADERS = [
   "accept",
@@ -40,12 +56,31 @@ const REQUEST_HEADERS = [
   "mcp-protocol-version",
   "last-event-id",
 ];
-const RESPONSE_HEADERS = ["content-type", "mcp-session-id"];
+const RESPONSE_HEADERS = ["content-type", "mcp-session-id", "allow"];
 
 const T0 = performance.now();
 const msSince = (start) => Math.round((performance.now() - start) * 10) / 10;
 const emit = (event, fields = {}) => console.log(JSON.stringify({ event, ...fields }));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Everything the client reports, in order: {source, ms, message}; `closing` is set once the
+// session's end begins.
+const reported = { errors: [], whileClosing: [], closing: false };
+const describe = (error) => (error instanceof Error ? `${error.constructor.name}: ${error.message}` : String(error));
+function report(source, error) {
+  const entry = { source, ms: msSince(T0), message: describe(error) };
+  (reported.closing ? reported.whileClosing : reported.errors).push(entry);
+}
+for (const level of ["error", "warn"]) {
+  const original = console[level].bind(console);
+  console[level] = (...args) => {
+    report(`console.${level}`, args.map(describe).join(" "));
+    original(...args);
+  };
+}
+
+// Keeps the session open until RESUME_WAIT_MS after `since` (a performance.now()).
+const waitOutResumes = (since) => sleep(Math.max(0, since + RESUME_WAIT_MS - performance.now()));
 
 function parseJson(text) {
   try {
@@ -211,6 +246,7 @@ async function clientCancels(client, logPath) {
   });
   await sleep(SLEEP_ABORT_AFTER_MS);
   const abortedAt = performance.now();
+  const abortedAtMs = msSince(T0);
   controller.abort(ABORT_REASON);
   let outcome;
   try {
@@ -232,15 +268,31 @@ async function clientCancels(client, logPath) {
     outcome: outcome.state,
     detail: outcome.text ?? outcome.error,
     abortedAfterMs: Math.round(abortedAt - started),
+    abortedAtMs,
     callReturnedAfterAbortMs,
     abortToStoppedMs: stoppedMs,
     stoppedLine,
   });
 
+  // Let the SDK resume the call's stream (and a late response show up), then use the session.
+  await waitOutResumes(abortedAt);
   const again = await client.callTool({ name: "echo", arguments: { text: "still serving" } });
   emit("echo", { text: textOf(again), isError: again.isError ?? false });
-  // Give a late response to the aborted call every chance to show up.
-  await sleep(LATE_RESPONSE_WAIT_MS);
+}
+
+async function errorAnswer(client) {
+  let outcome;
+  try {
+    const result = await client.callTool({ name: UNKNOWN_TOOL, arguments: {} });
+    outcome = { state: "completed", text: textOf(result), isError: result.isError ?? false };
+  } catch (error) {
+    outcome = { state: "rejected", code: error?.code ?? null, error: describe(error) };
+  }
+  const answeredAt = performance.now();
+  emit("unknown_tool", { name: UNKNOWN_TOOL, ...outcome, answeredAtMs: msSince(T0) });
+  await waitOutResumes(answeredAt);
+  const echo = await client.callTool({ name: "echo", arguments: { text: "still serving" } });
+  emit("echo", { text: textOf(echo), isError: echo.isError ?? false });
 }
 
 async function serverCancels(client, calls) {
@@ -264,7 +316,7 @@ async function serverCancels(client, calls) {
 }
 
 async function main(url, logPath, scenario) {
-  if (!["client_cancels", "server_cancels"].includes(scenario)) throw new Error(`unknown scenario ${scenario}`);
+  if (!["client_cancels", "error_answer", "server_cancels"].includes(scenario)) throw new Error(`unknown scenario ${scenario}`);
   const calls = [];
   const client = new Client(
     { name: "cancelkit-ts-http-interop", version: "1.0.0" },
@@ -294,7 +346,10 @@ async function main(url, logPath, scenario) {
     });
   }
   const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: tapFetch });
-  const errors = [];
+  // Errors the client reports in the background (a stream it could not resume, say): the
+  // transport's (`connect` keeps this handler and passes each error on to the client's too).
+  transport.onerror = (error) => report("transport.onerror", error);
+  client.onerror = (error) => report("client.onerror", error);
   try {
     await client.connect(transport);
     emit("connected", {
@@ -302,18 +357,15 @@ async function main(url, logPath, scenario) {
       sessionId: transport.sessionId ?? null,
       server: client.getServerVersion()?.name ?? null,
     });
-    // Errors the transport reports in the background (a stream it could not resume, say).
-    const onerror = transport.onerror;
-    transport.onerror = (error) => {
-      errors.push(String(error?.message ?? error));
-      onerror?.(error);
-    };
     if (scenario === "client_cancels") await clientCancels(client, logPath);
+    else if (scenario === "error_answer") await errorAnswer(client);
     else await serverCancels(client, calls);
+    reported.closing = true;
     await transport.terminateSession();
   } finally {
+    reported.closing = true;
     await client.close();
-    emit("transport_errors", { errors });
+    emit("transport_errors", { errors: reported.errors, whileClosing: reported.whileClosing });
     emit("wire", { exchanges });
   }
 }

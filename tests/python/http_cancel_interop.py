@@ -10,7 +10,10 @@ SCENARIO is one of
                   `sleep {seconds: 30}` call after ~300 ms, call `echo` again, then call
                   `ask_client {timeout_ms}` (a 2026-07-28 server sends the client no requests)
   initialize      the same after ClientSession.initialize() (2025-11-25: a session named by
-                  Mcp-Session-Id), without `ask_client`
+                  Mcp-Session-Id), without `ask_client`; after the cancel it also calls a tool the
+                  server does not have (answered with a JSON-RPC error on the call's event
+                  stream), and the second `echo` waits until RESUME_WAIT_S after the cancel: the
+                  SDK resumes the cancelled call's stream (it ended without a response)
   server_cancels  initialize(), then call `ask_client {timeout_ms}`: the server sends
                   sampling/createMessage, our sampling callback sleeps 30 s, the server gives up
                   and sends notifications/cancelled for it
@@ -22,15 +25,20 @@ The script taps the SDK's HTTP client (an httpx2 transport wrapped around the de
 what it reports is what crossed the wire: every HTTP exchange with the MCP headers it carried,
 the JSON-RPC message it POSTed, the status and headers of the answer, and the answer's JSON body
 or each of its SSE events as it arrived, and how the answer ended: read to its end, or closed by
-the client before that (at 2026-07-28 that close is the cancel).
+the client before that (at 2026-07-28 that close is the cancel). What the client reports is
+recorded too: every record of the `mcp`, `httpx2` and `httpx` loggers (and `py.warnings`), at
+every level; the SDK reports a failed resumption at DEBUG, gives up on one at DEBUG, and would
+warn of trouble at WARNING or above. An exception that escapes fails the run.
 
-Prints JSON lines, each an object with an "event" member; the last is {"event": "wire",
-"exchanges": [...]}.
+Prints JSON lines, each an object with an "event" member; the last two are {"event": "log",
+"counts": {level: n}, "records": [{ms, level, logger, message, exc?}], "closeStartedMs"} and
+{"event": "wire", "exchanges": [...]}.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 import time
@@ -49,6 +57,15 @@ CALLBACK_SLEEP_S = 30.0
 STOPPED_WAIT_S = 5.0
 LATE_RESPONSE_WAIT_S = 0.3
 WHOLE_RUN_LIMIT_S = 40.0
+# How long the session stays open after the cancel (`initialize`): the SDK resumes the call's
+# stream (GET with Last-Event-ID) about 1.0 s after it ended without a response and, if that
+# fails, 1.0 s later (2 attempts); a resumed stream that ends again without a response starts
+# that over (about once a second, forever): 3.5 s holds both attempts and, when it loops, a
+# third GET.
+RESUME_WAIT_S = 3.5
+UNKNOWN_TOOL = "no_such_tool"
+# The loggers whose records are reported (the SDK's and its HTTP client's; captured warnings).
+TAPPED_LOGGERS = ("mcp", "httpx2", "httpx", "py.warnings")
 
 # The request headers worth reporting (lower case, as httpx2 keeps them).
 TAPPED_REQUEST_HEADERS = (
@@ -60,7 +77,7 @@ TAPPED_REQUEST_HEADERS = (
     "mcp-name",
     "last-event-id",
 )
-TAPPED_RESPONSE_HEADERS = ("content-type", "mcp-session-id")
+TAPPED_RESPONSE_HEADERS = ("content-type", "mcp-session-id", "allow")
 
 T0 = time.monotonic()
 
@@ -78,6 +95,39 @@ def parse_json(raw: bytes | str) -> Any:
         return json.loads(raw)
     except ValueError:
         return {"unparsed": raw if isinstance(raw, str) else raw.decode("utf-8", "replace")}
+
+
+class LogTap(logging.Handler):
+    """Records every log record of TAPPED_LOGGERS, at every level."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[dict[str, Any]] = []
+        self.close_started_ms: float | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        entry: dict[str, Any] = {
+            "ms": ms_since(T0),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage()[:300],
+        }
+        if record.exc_info and record.exc_info[1] is not None:
+            entry["exc"] = repr(record.exc_info[1])[:300]
+        self.records.append(entry)
+
+    def install(self) -> None:
+        logging.captureWarnings(True)
+        for name in TAPPED_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.setLevel(logging.DEBUG)
+            logger.addHandler(self)
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for entry in self.records:
+            counts[entry["level"]] = counts.get(entry["level"], 0) + 1
+        return counts
 
 
 class SseTap:
@@ -278,6 +328,18 @@ async def connect(session: ClientSession, scenario: str) -> None:
         emit("connected", via="initialize", protocolVersion=result.protocol_version)
 
 
+async def unknown_tool(session: ClientSession) -> None:
+    """Calls a tool the server does not have: a JSON-RPC error answers it."""
+    outcome: dict[str, Any]
+    try:
+        result = await call_tool(session, UNKNOWN_TOOL, {})
+        outcome = {"state": "completed", "isError": result.is_error}
+    except Exception as error:  # the error response
+        code = getattr(getattr(error, "error", None), "code", None)
+        outcome = {"state": "error", "code": code, "error": repr(error)}
+    emit("unknown_tool", name=UNKNOWN_TOOL, **outcome, answeredAtMs=ms_since(T0))
+
+
 async def cancel_a_sleep(session: ClientSession, tap: TapTransport, log_path: str, scenario: str) -> None:
     echo = await call_tool(session, "echo", {"text": "hello"})
     emit("echo", text=text_of(echo), isError=echo.is_error)
@@ -299,6 +361,7 @@ async def cancel_a_sleep(session: ClientSession, tap: TapTransport, log_path: st
         tg.start_soon(call)
         await anyio.sleep(SLEEP_CANCEL_AFTER_S)
         cancelled_at = time.monotonic()
+        cancelled_at_ms = ms_since(T0)
         # The user pressing stop: cancel the scope the call awaits in.
         tg.cancel_scope.cancel()
     sleep_posts = [e for e in tap.posted("tools/call") if e["body"].get("params", {}).get("name") == "sleep"]
@@ -316,15 +379,21 @@ async def cancel_a_sleep(session: ClientSession, tap: TapTransport, log_path: st
         outcome=outcome["state"],
         detail=outcome.get("text") or outcome.get("error"),
         cancelledAfterMs=round((cancelled_at - started) * 1000, 1),
+        cancelledAtMs=cancelled_at_ms,
         callReturnedAfterCancelMs=ms_since(cancelled_at),
         cancelToStoppedMs=stopped_ms,
         stoppedLine=stopped_line,
     )
 
+    if scenario == "initialize":
+        await unknown_tool(session)
+        # Let the SDK resume the cancelled call's stream (and a late response show up).
+        await anyio.sleep(max(0.0, cancelled_at + RESUME_WAIT_S - time.monotonic()))
     echo = await call_tool(session, "echo", {"text": "still serving"})
     emit("echo", text=text_of(echo), isError=echo.is_error)
-    # Give a late response to the cancelled call every chance to show up.
-    await anyio.sleep(LATE_RESPONSE_WAIT_S)
+    if scenario != "initialize":
+        # Give a late response to the cancelled call every chance to show up.
+        await anyio.sleep(LATE_RESPONSE_WAIT_S)
 
 
 def sampling_recorder() -> tuple[Any, dict[str, Any]]:
@@ -379,6 +448,8 @@ async def main(url: str, log_path: str, scenario: str) -> None:
     if scenario not in ("discover", "initialize", "server_cancels"):
         raise SystemExit(f"unknown scenario {scenario!r}")
     tap = TapTransport()
+    logs = LogTap()
+    logs.install()
     callback, seen = sampling_recorder()
     try:
         with anyio.fail_after(WHOLE_RUN_LIMIT_S):
@@ -401,7 +472,10 @@ async def main(url: str, log_path: str, scenario: str) -> None:
                             await ask_client(session)
                             await anyio.sleep(LATE_RESPONSE_WAIT_S)
                             emit("sampling_callbacks", calls=seen["calls"])
+                        # Leaving the blocks ends the session (DELETE) and the client.
+                        logs.close_started_ms = ms_since(T0)
     finally:
+        emit("log", counts=logs.counts(), records=logs.records, closeStartedMs=logs.close_started_ms)
         emit("wire", exchanges=tap.exchanges)
 
 

@@ -3,10 +3,13 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{PROTOCOL_VERSION_META, assert_client_cancel_honoured, discover_run};
+use crate::harness::{
+    PROTOCOL_VERSION_META, assert_client_cancel_honoured, assert_quiet, discover_run,
+};
 
 /// a. 2026-07-28 via `discover()`: every request stamped, no session, and the cancel is the
-/// closed response stream.
+/// closed response stream. Nothing to resume (every exchange a POST), and nothing logged at
+/// WARNING or above.
 #[test]
 fn a_discover_2026_07_28_closing_the_stream_stops_the_tool_without_a_response() {
     let report = discover_run();
@@ -66,6 +69,7 @@ fn a_discover_2026_07_28_closing_the_stream_stops_the_tool_without_a_response() 
         )),
         "{all}"
     );
+    assert_quiet(report);
 }
 
 /// b. 2026-07-28: after the cancelled call, and after `ask_client` (which at 2026-07-28 may not

@@ -1,6 +1,7 @@
 //! The fixtures: our `mcp_server --http` as a child process, one run of
 //! http_cancel_interop.py in a scenario and its report (the JSON lines, the tapped wire, the
-//! server's log), and what both eras' client cancels must show.
+//! server's log), what both eras' client cancels must show, and the check of what the client
+//! logged.
 
 use std::sync::OnceLock;
 
@@ -77,7 +78,8 @@ pub(crate) fn assert_client_cancel_honoured<'a>(
     assert!(stopped_ms < 2_000.0, "{all}");
 
     // The sleep's POST was answered with an event stream that carried no response; neither
-    // did anything else the client read (the script waits 300 ms at the end).
+    // did anything else the client read (the script waits 3.5 s after the cancel in a session,
+    // 300 ms after its last call at 2026-07-28).
     let post = report.tool_post("sleep");
     assert_eq!(post["status"], 200, "{all}");
     assert_eq!(
@@ -101,4 +103,66 @@ pub(crate) fn assert_client_cancel_honoured<'a>(
     // And the server kept serving.
     assert_eq!(echoes.get(1), Some(&json!("still serving")), "{all}");
     line
+}
+
+/// What the client logged (the `mcp`, `httpx2` and `httpx` loggers, and captured warnings):
+/// the records at WARNING and above, one a line (`+MS ms LEVEL LOGGER: MESSAGE`, MS since the
+/// client started), what the SDK logged about resuming streams (at DEBUG and INFO), and how many
+/// records it logged at each level.
+pub(crate) fn reported(report: &Report) -> String {
+    let log = report.event("log");
+    let records = log["records"].as_array().expect("records");
+    let line = |r: &Value| {
+        let exc = r["exc"]
+            .as_str()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default();
+        let message = r["message"].as_str().unwrap_or_default();
+        let message = message.lines().next().unwrap_or_default();
+        format!(
+            "  +{} ms {} {}: {message}{exc}",
+            r["ms"],
+            r["level"].as_str().unwrap_or_default(),
+            r["logger"].as_str().unwrap_or_default()
+        )
+    };
+    let listed = |keep: &dyn Fn(&Value) -> bool| {
+        let lines: Vec<_> = records.iter().filter(|r| keep(r)).map(line).collect();
+        if lines.is_empty() {
+            "  (nothing)".to_owned()
+        } else {
+            lines.join("\n")
+        }
+    };
+    let loud = listed(&|r| is_loud(r));
+    let resuming = listed(&|r| {
+        !is_loud(r)
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.to_lowercase().contains("reconnect"))
+    });
+    format!(
+        "at WARNING and above:\n{loud}\nabout resuming (DEBUG, INFO):\n{resuming}\nrecords at each level: {}",
+        log["counts"]
+    )
+}
+
+fn is_loud(record: &Value) -> bool {
+    !matches!(record["level"].as_str(), Some("DEBUG" | "INFO"))
+}
+
+/// Asserts the client logged nothing at WARNING or above (the SDK logs a resumption that failed,
+/// and giving up on one, at DEBUG; trouble it means to show, at WARNING and above).
+pub(crate) fn assert_quiet(report: &Report) {
+    let scenario = report.scenario;
+    let reported = reported(report);
+    let records = report.event("log")["records"].as_array().expect("records");
+    assert!(
+        !records.iter().any(is_loud),
+        "[{scenario}] the Python client logged at WARNING or above:\n{reported}\nits GETs besides \
+         the session's stream (ms since it started):\n{}\n\n{}",
+        crate::sdk_http::describe_gets(&report.reconnects(), 0.0),
+        report.lines()
+    );
+    println!("[{scenario}] the Python client logged:\n{reported}");
 }

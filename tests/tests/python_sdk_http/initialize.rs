@@ -1,12 +1,16 @@
-//! 2025-11-25 via `initialize()`: the SDK's `notifications/cancelled` in a session, and the
-//! server cancelling its own `sampling/createMessage`.
+//! 2025-11-25 via `initialize()`: the SDK's `notifications/cancelled` in a session (and its
+//! resumption of the cancelled call's stream), and the server cancelling its own
+//! `sampling/createMessage`.
 
 use serde_json::{Value, json};
 
-use crate::harness::{Report, assert_client_cancel_honoured, run};
+use crate::harness::{Report, assert_client_cancel_honoured, assert_quiet, reported, run};
 
 /// c. 2025-11-25 via `initialize()`: a session, and the cancel is the SDK's
-/// `notifications/cancelled`, POSTed in it.
+/// `notifications/cancelled`, POSTed in it. The SDK resumes the cancelled call's stream (it
+/// ended without a response, after an event with an id): told it has ended (405), it gives up,
+/// logging nothing at WARNING or above, and the session serves the next call. A call answered
+/// with a JSON-RPC error, also on its event stream, is one the SDK does not resume.
 #[test]
 fn c_initialize_2025_11_25_notifications_cancelled_stops_the_tool_without_a_response() {
     let report = run("initialize");
@@ -43,16 +47,10 @@ fn c_initialize_2025_11_25_notifications_cancelled_stops_the_tool_without_a_resp
     }
     // The SDK opened the session's GET stream after notifications/initialized (202).
     assert_eq!(report.posts("notifications/initialized")[0]["status"], 202);
-    let gets: Vec<_> = exchanges
-        .iter()
-        .filter(|e| e["method"] == "GET" && e["headers"].get("last-event-id").is_none())
-        .collect();
-    assert_eq!(gets.len(), 1, "{all}");
-    assert_eq!(gets[0]["status"], 200, "{all}");
-    assert_eq!(
-        gets[0]["responseHeaders"]["content-type"],
-        "text/event-stream"
-    );
+    // (Any other GET is a reconnection, which the tests account for.)
+    let get = report.session_stream().expect("the session's GET stream");
+    assert_eq!(get["status"], 200, "{all}");
+    assert_eq!(get["responseHeaders"]["content-type"], "text/event-stream");
 
     // The SDK POSTed notifications/cancelled for the sleep, in the session; it was accepted.
     let id = &report.event("sleep")["requestId"];
@@ -87,6 +85,38 @@ fn c_initialize_2025_11_25_notifications_cancelled_stops_the_tool_without_a_resp
         ended >= cancelled,
         "the stream ended before the cancel:\n{all}"
     );
+
+    // The SDK resumed the stream about 1 s after it ended and, that failing, 1 s later (and for
+    // ever, about once a second, if it got a stream that ended again); each resumption was told
+    // the stream has ended, which the SDK logs at DEBUG only.
+    assert_quiet(&report);
+    let reported = reported(&report);
+
+    // The unknown tool's call was answered with a JSON-RPC error, on its event stream; the SDK
+    // took it as the response (if it resumed the stream, that too was told it has ended).
+    let unknown = report.event("unknown_tool");
+    assert_eq!(unknown["state"], "error", "{all}");
+    assert_eq!(unknown["code"], -32602, "{all}");
+    let errored = report.tool_post("no_such_tool");
+    assert_eq!(
+        errored["responseHeaders"]["content-type"], "text/event-stream",
+        "{all}"
+    );
+    let answer = errored["events"].as_array().expect("an SSE answer").last();
+    assert_eq!(
+        answer.map(|e| &e["data"]["id"]),
+        Some(&errored["body"]["id"]),
+        "{all}"
+    );
+    let resumed = report.assert_resumptions_told_ended(
+        &[
+            (post, "cancelled call's", 1..=2),
+            (errored, "error-answered call's", 0..=2),
+        ],
+        &reported,
+    );
+    // The session served the next call after the resumptions.
+    report.assert_served_after(&resumed.concat());
 
     // The session ended with the client's DELETE.
     let last = exchanges.last().expect("exchanges");
@@ -189,4 +219,7 @@ fn d_server_cancelling_its_sampling_request_interrupts_the_python_callback() {
         Some(&json!("still serving")),
         "{all}"
     );
+    // Every stream carried its response: nothing to resume, nothing worth a warning.
+    assert_eq!(report.reconnects(), Vec::<&Value>::new(), "{all}");
+    assert_quiet(&report);
 }

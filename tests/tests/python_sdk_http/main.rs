@@ -14,7 +14,10 @@
 //!   It sends the client no requests and no `notifications/cancelled`.
 //! - 2025-11-25 (`initialize()`: a session named by `Mcp-Session-Id`): the same cancel is the
 //!   SDK's `notifications/cancelled`, POSTed in the session; our server stops the tool and ends
-//!   the call's stream without a response.
+//!   the call's stream without a response. The SDK resumes that stream (`GET` with
+//!   `Last-Event-ID`) twice, about 1 s apart; our server answers 405 (the stream owes nothing
+//!   more): the session stays open 3.5 s after the cancel, and the client logs nothing at WARNING
+//!   or above (the `mcp`, `httpx2` and `httpx` loggers) and still serves the next call.
 //! - 2025-11-25: our server gives up on a `sampling/createMessage` it sent (`ask_client`); its
 //!   `notifications/cancelled` interrupts the SDK's sampling callback, and the tool result
 //!   arrives.

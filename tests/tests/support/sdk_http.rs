@@ -1,9 +1,12 @@
 //! What the official SDKs' clients over Streamable HTTP share (python_sdk_http, ts_sdk_http):
-//! our `mcp_server --http` as a child process, and the report of one run of a client script
-//! (its JSON lines, the tapped wire, the server's log).
+//! our `mcp_server --http` as a child process, the report of one run of a client script
+//! (its JSON lines, the tapped wire, the server's log), and the check of how the client's
+//! resumptions of a stream that owes nothing more were answered.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
@@ -177,6 +180,118 @@ impl Report {
             .collect()
     }
 
+    /// The GET that opened the session's own stream: the client's first GET without a
+    /// `Last-Event-ID`.
+    pub(crate) fn session_stream(&self) -> Option<&Value> {
+        self.exchanges()
+            .iter()
+            .find(|e| e["method"] == "GET" && e["headers"].get("last-event-id").is_none())
+    }
+
+    /// Every GET but the one that opened the session's stream: resumptions (with a
+    /// `Last-Event-ID`), and GETs without one, which a client makes to reconnect (the TS SDK does
+    /// after a resumed stream that ended without carrying an event id).
+    pub(crate) fn reconnects(&self) -> Vec<&Value> {
+        let session = self.session_stream().map(|e| &e["n"]);
+        self.exchanges()
+            .iter()
+            .filter(|e| e["method"] == "GET" && Some(&e["n"]) != session)
+            .collect()
+    }
+
+    /// The resumptions of the stream that answered `post`: the GETs whose `Last-Event-ID` is
+    /// the id of an event that stream carried, or that an earlier resumption of it carried.
+    pub(crate) fn resumptions_of(&self, post: &Value) -> Vec<&Value> {
+        let ids_of = |exchange: &Value| -> Vec<String> {
+            let events = exchange["events"].as_array().into_iter().flatten();
+            events
+                .filter_map(|e| e["id"].as_str().map(str::to_owned))
+                .collect()
+        };
+        let mut ids: HashSet<String> = ids_of(post).into_iter().collect();
+        let mut resumed = Vec::new();
+        for get in self.reconnects() {
+            let last = get["headers"]["last-event-id"].as_str();
+            if last.is_some_and(|last| ids.contains(last)) {
+                ids.extend(ids_of(get));
+                resumed.push(get);
+            }
+        }
+        resumed
+    }
+
+    /// Asserts how the client's reconnections went after calls' streams that owe nothing more
+    /// (their calls cancelled or answered) ended: for each `(post, what, count)`, the stream
+    /// that answered `post` (the `what` stream) was resumed `count` times (more than 2 is the
+    /// clients' reconnect loop); the client made no other GET than those and the session's
+    /// stream; and each resumption was answered 405 with `Allow: POST, DELETE`. `reported` is
+    /// what the client reported, for the failure messages. Returns the resumptions, per stream.
+    pub(crate) fn assert_resumptions_told_ended(
+        &self,
+        streams: &[(&Value, &str, RangeInclusive<usize>)],
+        reported: &str,
+    ) -> Vec<Vec<&Value>> {
+        let scenario = self.scenario;
+        let all = self.lines();
+        let (first, first_what, _) = &streams[0];
+        let since = first["endMs"].as_f64().unwrap_or_default();
+        let gets = format!(
+            "the GETs besides the session's stream (ms after the {first_what} stream ended):\n{}",
+            describe_gets(&self.reconnects(), since)
+        );
+        let mut resumed = Vec::new();
+        for (post, what, count) in streams {
+            let of = self.resumptions_of(post);
+            assert!(
+                count.contains(&of.len()),
+                "[{scenario}] the client resumed the {what} stream {} times, not {count:?} (more \
+                 than 2 is a reconnect loop); {gets}\nthe client reported:\n{reported}\n\n{all}",
+                of.len()
+            );
+            resumed.push(of);
+        }
+        let accounted: usize = resumed.iter().map(Vec::len).sum();
+        let made = self.reconnects().len();
+        assert!(
+            made == accounted,
+            "[{scenario}] the client made {made} GETs besides the session's stream, {accounted} of \
+             them resuming those streams: the others are reconnections too (the TS SDK reconnects \
+             without Last-Event-ID after a resumed stream that carried no event id: a reconnect \
+             loop); {gets}\nthe client reported:\n{reported}\n\n{all}"
+        );
+        for (of, (_, what, _)) in resumed.iter().zip(streams) {
+            for get in of {
+                assert!(
+                    get["status"] == 405 && get["responseHeaders"]["allow"] == "POST, DELETE",
+                    "[{scenario}] a resumption of the {what} stream was not answered 405 with \
+                     `Allow: POST, DELETE`; {gets}\nthe client reported:\n{reported}\n\n{all}"
+                );
+            }
+        }
+        println!("[{scenario}] {gets}");
+        resumed
+    }
+
+    /// Asserts the session still served calls after `resumed`: the last `echo` was POSTed after
+    /// the last of them, and answered.
+    pub(crate) fn assert_served_after(&self, resumed: &[&Value]) {
+        let all = self.lines();
+        let echo = self
+            .posts("tools/call")
+            .into_iter()
+            .rfind(|e| e["body"]["params"]["name"] == "echo")
+            .expect("an echo");
+        let last = resumed
+            .last()
+            .map_or(0.0, |get| get["ms"].as_f64().unwrap());
+        assert!(
+            echo["ms"].as_f64().unwrap() > last,
+            "[{}] the last echo was not called after the resumptions:\n{all}",
+            self.scenario
+        );
+        assert_eq!(echo["status"], 200, "{all}");
+    }
+
     /// The whole report, for failure messages.
     pub(crate) fn lines(&self) -> String {
         let mut all = self
@@ -189,6 +304,25 @@ impl Report {
         all.push_str(&self.server_log);
         all
     }
+}
+
+/// GETs, one a line: `+MS ms GET Last-Event-ID: ID -> STATUS`, MS counted from `since` (the
+/// client's clock, as the exchanges' `ms`: when the resumed stream ended, say).
+pub(crate) fn describe_gets(gets: &[&Value], since: f64) -> String {
+    if gets.is_empty() {
+        return "  (none)".to_owned();
+    }
+    gets.iter()
+        .map(|get| {
+            format!(
+                "  +{:.0} ms GET Last-Event-ID: {} -> {}",
+                get["ms"].as_f64().unwrap_or_default() - since,
+                get["headers"]["last-event-id"].as_str().unwrap_or("-"),
+                get["status"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Starts a server and runs `interpreter script URL LOG scenario` against it (the `client`, as

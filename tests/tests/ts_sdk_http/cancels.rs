@@ -1,18 +1,21 @@
 //! Both cancels at 2025-11-25: the SDK aborting `callTool` through its `AbortSignal`, and the
-//! server giving up on its `sampling/createMessage`.
+//! server giving up on its `sampling/createMessage`; and the SDK resuming a call's stream that
+//! ended without a result (the aborted call's, one answered with an error).
 
 use serde_json::{Value, json};
 
-use crate::harness::{Report, assert_one_session, run};
+use crate::harness::{Report, assert_one_session, assert_quiet, reported, run, waiting_run};
 
 /// a. 2025-11-25: `callTool(sleep)` aborted through its `AbortSignal`: the SDK POSTs
 /// `notifications/cancelled` in the session, our server stops the tool (logging the SDK's
-/// reason), ends the call's stream without a response, and answers the next call.
+/// reason), ends the call's stream without a response, and answers the next call. The SDK
+/// resumes that stream (it was primed, and ended without a result): told it has ended (405), it
+/// lets it be, reporting nothing.
 #[test]
 fn a_initialize_2025_11_25_aborting_call_tool_stops_the_tool_without_a_response() {
-    let report = run("client_cancels");
+    let report = waiting_run("client_cancels");
     let all = report.lines();
-    assert_one_session(&report);
+    assert_one_session(report);
     let listed = report.event("list_tools");
     for tool in ["echo", "sleep", "ask_client"] {
         assert!(
@@ -70,7 +73,7 @@ fn a_initialize_2025_11_25_aborting_call_tool_stops_the_tool_without_a_response(
     assert!(stopped_ms < 2_000.0, "{all}");
 
     // The sleep's stream (an event stream) carried no response, and the server ended it after
-    // the cancel; no response for it came any other way (the script waits 300 ms at the end).
+    // the cancel; no response for it came any other way (the script waits 3.5 s after it).
     assert_eq!(post["status"], 200, "{all}");
     assert_eq!(
         post["responseHeaders"]["content-type"], "text/event-stream",
@@ -95,8 +98,16 @@ fn a_initialize_2025_11_25_aborting_call_tool_stops_the_tool_without_a_response(
         "{all}"
     );
 
-    // And the server kept serving.
+    // The SDK resumed the stream about 1 s after it ended (a second time 1.5 s later if that
+    // failed, and for ever if it got a stream that ended again): each resumption was told the
+    // stream has ended, which the SDK takes quietly (a 400 is reported to `transport.onerror`).
+    assert_quiet(report);
+    let streams = [(post, "aborted call's", 1..=2)];
+    let resumed = report.assert_resumptions_told_ended(&streams, &reported(report));
+
+    // And the server kept serving, after those resumptions too.
     assert_eq!(echoes.get(1), Some(&json!("still serving")), "{all}");
+    report.assert_served_after(&resumed[0]);
 }
 
 /// b. 2025-11-25: the server gives up on the `sampling/createMessage` it sent; its
@@ -188,4 +199,50 @@ fn b_server_cancelling_its_sampling_request_aborts_the_handler_signal() {
         Some(&json!("still serving")),
         "{all}"
     );
+    // Every stream carried its response: nothing to resume, nothing reported.
+    assert_eq!(report.reconnects(), Vec::<&Value>::new(), "{all}");
+    assert_quiet(&report);
+}
+
+/// c. 2025-11-25: a call of a tool the server does not have, answered with a JSON-RPC error on
+/// the call's event stream: the SDK resumes that stream too (only a result counts as the
+/// response it waits for), at the error's event id; told the stream has ended (405), it lets it
+/// be, reporting nothing, and the session serves the next call.
+#[test]
+fn c_initialize_2025_11_25_resuming_a_call_answered_with_an_error_is_told_it_ended() {
+    let report = waiting_run("error_answer");
+    let all = report.lines();
+    assert_one_session(report);
+    let unknown = report.event("unknown_tool");
+    assert_eq!(unknown["state"], "rejected", "{all}");
+    assert_eq!(unknown["code"], -32602, "{all}");
+
+    // The error came on the call's event stream, its last event.
+    let post = report.tool_post("no_such_tool");
+    assert_eq!(post["status"], 200, "{all}");
+    assert_eq!(
+        post["responseHeaders"]["content-type"], "text/event-stream",
+        "{all}"
+    );
+    let events = post["events"].as_array().expect("an SSE answer");
+    let answer = events.last().expect("events");
+    assert_eq!(answer["data"]["id"], post["body"]["id"], "{all}");
+    assert_eq!(answer["data"]["error"]["code"], -32602, "{all}");
+
+    assert_quiet(report);
+    let streams = [(post, "error-answered call's", 1..=2)];
+    let resumed = report
+        .assert_resumptions_told_ended(&streams, &reported(report))
+        .remove(0);
+    // At the error's event id: past the response, nothing is owed.
+    assert_eq!(
+        resumed[0]["headers"]["last-event-id"], answer["id"],
+        "{all}"
+    );
+    assert_eq!(
+        report.events_named("echo").last().map(|e| &e["text"]),
+        Some(&json!("still serving")),
+        "{all}"
+    );
+    report.assert_served_after(&resumed);
 }

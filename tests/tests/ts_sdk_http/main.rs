@@ -9,7 +9,12 @@
 //! - 2025-11-25 (`initialize`: a session named by `Mcp-Session-Id`): `callTool` on `sleep`
 //!   with an `AbortSignal`, aborted after ~300 ms; the SDK POSTs `notifications/cancelled` in
 //!   the session, our server stops the tool, ends the call's stream without a response, and
-//!   serves the next call.
+//!   serves the next call. The SDK resumes that stream (`GET` with `Last-Event-ID`) about 1 s
+//!   later; our server answers 405 (the stream owes nothing more), which the SDK takes quietly:
+//!   the session stays open 3.5 s after the abort, and everything the client reports
+//!   (`transport.onerror`, `Client.onerror`, console.error / warn) must be nothing.
+//! - 2025-11-25: a call answered with a JSON-RPC error on its event stream (a tool the server
+//!   does not have), which the SDK resumes too (only a result ends its wait): 405, quietly.
 //! - 2025-11-25: our server gives up on a `sampling/createMessage` it sent (`ask_client`); its
 //!   `notifications/cancelled` aborts the `extra.signal` of the SDK's sampling handler, the
 //!   client answers nothing for it, and the tool result arrives.
