@@ -11,13 +11,17 @@
 //! progress; aborts a slow sleep (anyio cancel scope): the upstream tool stops, the run is
 //! cancelled by the client and gets no response; an admin cancels another slow sleep through the
 //! cancellation API: the SDK's call fails with -32800 carrying the run id and `partial: false`;
-//! and the client keeps working.
+//! and the client keeps working. At 2025-11-25 the SDK resumes each cancelled call's stream
+//! (`GET` with `Last-Event-ID`, about 1 s and 2 s after it ended): the client stays in the
+//! session past them, each must be answered 405, none resumed more than twice, and the client
+//! still works afterwards; in both eras the SDK must log nothing at WARNING or above.
 //!
-//! Each scenario runs through each upstream under test ([`UpstreamUnderTest`]): the demo
-//! upstream on stdio, and rmcp's Streamable HTTP server with the demo's tools ([`HttpDemo`]),
-//! spoken to at 2026-07-28 (the gateway cancels a call upstream by closing its response stream)
-//! and, limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with
-//! its own id for the call); there the upstream's tap shows each stop arrived that way.
+//! Each scenario runs through each upstream under test ([`UpstreamUnderTest`]): the demo upstream
+//! on stdio, and rmcp's Streamable HTTP server with the demo's tools ([`HttpDemo`]), spoken to
+//! at 2026-07-28 (the gateway cancels a call upstream by closing its response stream) and,
+//! limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with its
+//! own id for the call); there the upstream's tap shows each stop arrived that way. One test
+//! runs them, 3 cases at a time.
 //!
 //! And through third-party upstreams ([`ThirdParty`], one test, its servers started once):
 //! server-everything on stdio and over Streamable HTTP (the gateway speaks 2025-11-25 to it and
@@ -31,8 +35,8 @@
 mod support;
 
 use support::sdk::{
-    CancelBy, Case, Era, Expected, HttpDemo, Script, StdioDemo, ThirdParty, UpstreamUnderTest,
-    Which, run_cases, run_scenarios, start_gateway,
+    CancelBy, Case, Demo, Era, Expected, Resumes, Script, ThirdParty, UpstreamUnderTest, Which,
+    run_cases, run_scenarios, start_gateway,
 };
 use support::token;
 
@@ -56,42 +60,35 @@ async fn python_sdk(upstream: &dyn UpstreamUnderTest, era: Era, cancel_by: Cance
         },
         abort_outcome: "cancelled",
         cancel_by,
+        // It resumes a stream that ended without any response: not the one answered -32800.
+        resumes: Resumes::WithoutResponse,
     };
     run_scenarios(&gateway, upstream, script, &expected).await;
 }
 
+/// Through the demo upstreams: on stdio, and over Streamable HTTP at 2026-07-28 and at
+/// 2025-11-25, each in both eras (the 2025-11-25 cases first: they wait longest, for the
+/// SDK's resumes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_2026_07_28_through_a_stdio_upstream() {
-    python_sdk(&StdioDemo, Era::V2026, CancelBy::RunId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_2025_11_25_through_a_stdio_upstream() {
-    python_sdk(&StdioDemo, Era::V2025, CancelBy::BareId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_2026_07_28_through_a_2026_07_28_http_upstream() {
-    let upstream = HttpDemo::start(Era::V2026).await;
-    python_sdk(&upstream, Era::V2026, CancelBy::BareId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_2026_07_28_through_a_2025_11_25_http_upstream() {
-    let upstream = HttpDemo::start(Era::V2025).await;
-    python_sdk(&upstream, Era::V2026, CancelBy::RunId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_2025_11_25_through_a_2026_07_28_http_upstream() {
-    let upstream = HttpDemo::start(Era::V2026).await;
-    python_sdk(&upstream, Era::V2025, CancelBy::RunId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_2025_11_25_through_a_2025_11_25_http_upstream() {
-    let upstream = HttpDemo::start(Era::V2025).await;
-    python_sdk(&upstream, Era::V2025, CancelBy::BareId).await;
+async fn python_sdk_2025_11_25_and_2026_07_28_through_the_demo_upstreams() {
+    let mut cases: Vec<Case> = Vec::new();
+    for (demo, era, cancel_by) in [
+        (Demo::Stdio, Era::V2025, CancelBy::BareId),
+        (Demo::Http(Era::V2026), Era::V2025, CancelBy::RunId),
+        (Demo::Http(Era::V2025), Era::V2025, CancelBy::BareId),
+        (Demo::Stdio, Era::V2026, CancelBy::RunId),
+        (Demo::Http(Era::V2026), Era::V2026, CancelBy::BareId),
+        (Demo::Http(Era::V2025), Era::V2026, CancelBy::RunId),
+    ] {
+        cases.push((
+            format!("Python SDK at {} through {demo:?}", era.version()),
+            Box::pin(async move {
+                let upstream = demo.start().await;
+                python_sdk(&*upstream, era, cancel_by).await;
+            }),
+        ));
+    }
+    run_cases(3, cases).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,13 +9,18 @@
 //! aborts a slow sleep with an AbortController: the SDK sends `notifications/cancelled`, the
 //! upstream tool stops, the run is cancelled by the client and gets no response; an admin
 //! cancels another slow sleep through the cancellation API: the call rejects with -32800
-//! carrying the run id and `partial: false`; and the client keeps working.
+//! carrying the run id and `partial: false`; and the client keeps working. The SDK resumes the
+//! stream of each cancelled call and of the one answered -32800 (`GET` with `Last-Event-ID`,
+//! about 1 s after it ended): the client stays in the session past that, each resume must be
+//! answered 405, none repeated more than twice, the SDK's `onerror` must never be called, and
+//! the client still works afterwards.
 //!
-//! The scenario runs through each upstream under test ([`UpstreamUnderTest`]): the demo
-//! upstream on stdio, and rmcp's Streamable HTTP server with the demo's tools ([`HttpDemo`]),
-//! spoken to at 2026-07-28 (the gateway cancels a call upstream by closing its response stream)
-//! and, limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with
-//! its own id for the call); there the upstream's tap shows each stop arrived that way.
+//! The scenario runs through each upstream under test ([`UpstreamUnderTest`]): the demo upstream
+//! on stdio, and rmcp's Streamable HTTP server with the demo's tools ([`HttpDemo`]), spoken to
+//! at 2026-07-28 (the gateway cancels a call upstream by closing its response stream) and,
+//! limited to 2025-11-25, at 2025-11-25 (the gateway POSTs `notifications/cancelled` with its
+//! own id for the call); there the upstream's tap shows each stop arrived that way. One test
+//! runs them, all at once.
 //!
 //! And through third-party upstreams ([`ThirdParty`], one test, its servers started once):
 //! server-everything on stdio and over Streamable HTTP, FastMCP over Streamable HTTP, each
@@ -27,8 +32,8 @@
 mod support;
 
 use support::sdk::{
-    CancelBy, Case, Era, Expected, HttpDemo, Script, StdioDemo, ThirdParty, UpstreamUnderTest,
-    Which, run_cases, run_scenarios, start_gateway,
+    CancelBy, Case, Demo, Era, Expected, Resumes, Script, ThirdParty, UpstreamUnderTest, Which,
+    run_cases, run_scenarios, start_gateway,
 };
 use support::token;
 
@@ -45,25 +50,31 @@ async fn typescript_sdk(upstream: &dyn UpstreamUnderTest, cancel_by: CancelBy) {
         // The SDK rejects an aborted call at once, by itself.
         abort_outcome: "rejected",
         cancel_by,
+        // It resumes a stream that ended without a result, the one answered -32800 too.
+        resumes: Resumes::WithoutResult,
     };
     run_scenarios(&gateway, upstream, script, &expected).await;
 }
 
+/// Through the demo upstreams: on stdio, and over Streamable HTTP at 2026-07-28 and at
+/// 2025-11-25, all at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_2025_11_25_through_a_stdio_upstream() {
-    typescript_sdk(&StdioDemo, CancelBy::BareId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_2025_11_25_through_a_2026_07_28_http_upstream() {
-    let upstream = HttpDemo::start(Era::V2026).await;
-    typescript_sdk(&upstream, CancelBy::RunId).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_2025_11_25_through_a_2025_11_25_http_upstream() {
-    let upstream = HttpDemo::start(Era::V2025).await;
-    typescript_sdk(&upstream, CancelBy::BareId).await;
+async fn typescript_sdk_2025_11_25_through_the_demo_upstreams() {
+    let mut cases: Vec<Case> = Vec::new();
+    for (demo, cancel_by) in [
+        (Demo::Stdio, CancelBy::BareId),
+        (Demo::Http(Era::V2026), CancelBy::RunId),
+        (Demo::Http(Era::V2025), CancelBy::BareId),
+    ] {
+        cases.push((
+            format!("TypeScript SDK at 2025-11-25 through {demo:?}"),
+            Box::pin(async move {
+                let upstream = demo.start().await;
+                typescript_sdk(&*upstream, cancel_by).await;
+            }),
+        ));
+    }
+    run_cases(3, cases).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

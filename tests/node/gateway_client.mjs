@@ -6,13 +6,17 @@
 //
 // TOOLS (JSON, optional) names the upstream's tools the script calls, as the gateway exposes
 // them: `{"slow": {name, args}, "progress": {name, args}, "fast": {name, args}, "settleMs",
-// "burst"}` — the slow call (long, with progress), the same tool for a short call with
-// progress, a fast call whose string arguments have `{text}` replaced by the text of each call,
-// how long a slow call runs upstream when nothing stops it (the script waits that long after the
-// API-cancelled call was sent before its `wire`, so a late result or progress of a cancelled call
-// has every chance to show), and how many calls the abort burst makes (60 unless given).
-// Without it: the demo upstream's `demo-sleep {seconds: 30}`,
-// `demo-sleep {seconds: 0.5}`, `demo-echo {text}`, no settling. Names below are the demo's.
+// "burst", "resumeWaitMs"}` — the slow call (long, with progress), the same tool for a short
+// call with progress, a fast call whose string arguments have `{text}` replaced by the text of
+// each call, how long a slow call runs upstream when nothing stops it (the script waits that
+// long after the API-cancelled call was sent before its `wire`, so a late result or progress of
+// a cancelled call has every chance to show), how many calls the abort burst makes (60 unless
+// given), and how long the script stays in the session after the last of its POST streams
+// ended (RESUME_WAIT_MS unless given): the SDK resumes a stream that ended without a result
+// (a cancelled call's, or one answered with an error) with a GET and Last-Event-ID about 1 s
+// after its end, and retries a failed resume at about +2.5 s. Without it: the demo upstream's
+// `demo-sleep {seconds: 30}`, `demo-sleep {seconds: 0.5}`, `demo-echo {text}`, no settling.
+// Names below are the demo's.
 //
 // In order: connect (`connected`), list the tools (`list_tools`), call `demo-echo` (`echo`);
 // call `demo-sleep {seconds: 0.5}` with `onprogress` (`progress`); client abort: call
@@ -23,10 +27,13 @@
 // once the test cancelled it through the gateway's API (`api_cancel`), and wait on stdin again;
 // call `demo-echo` again (`echo`); abort a burst of `demo-sleep` calls, each 0 to 2 ms after it
 // is sent, so that some notifications/cancelled overtake their call (`abort_burst`), and wait
-// on stdin again; wait for late messages, and print `wire`: every HTTP exchange with the
-// gateway, with every JSON-RPC message the gateway sent on each response body (read below the
-// SDK, from the bytes), when each arrived (`messageTimes`, Unix ms), and how and when each body
-// ended (`ended`, `endedAt`);
+// on stdin again; wait for late messages and for the SDK's resumes (see `resumeWaitMs`), call
+// `demo-echo` once more (`echo`: the session still serves), and print `wire`: every HTTP
+// exchange with the gateway, with every JSON-RPC message the gateway sent on each response body
+// (read below the SDK, from the bytes), when each arrived (`messageTimes`, Unix ms), the SSE
+// event ids on it (`eventIds`), how and when each body ended (`ended`, `endedAt`), when it was
+// sent (`startedAt`), a GET's `Last-Event-ID` (`lastEventId`: a resume) and the response's
+// `Allow` (`allow`);
 // with the errors the SDK reported through `onerror` (`transportErrors`). Times named `...At`
 // are Unix epoch milliseconds (the test compares them with its own clock): `abortedAt` (the
 // moment the client aborted), each progress callback's time (`progressTimes`).
@@ -41,6 +48,13 @@ const WHOLE_RUN_LIMIT_MS = 40_000;
 const CALL_LIMIT_MS = 15_000;
 const LATE_MESSAGE_WAIT_MS = 300;
 const ABORT_BURST = 60;
+// How long the script stays in the session after its last POST stream ended, unless TOOLS says:
+// past the SDK's resumes of a stream that ended without a result (+1 s, a failed one retried at
+// +2.5 s), so each shows on the wire.
+const RESUME_WAIT_MS = 3_000;
+// How long the script waits for its POST streams to end before it counts RESUME_WAIT_MS (one
+// still open by then is counted from then).
+const POST_END_WAIT_MS = 1_000;
 
 const [url, token, toolsJson] = process.argv.slice(2);
 if (!url || !token) {
@@ -52,6 +66,7 @@ const TOOLS = {
   progress: { name: "demo-sleep", args: { seconds: 0.5 } },
   fast: { name: "demo-echo", args: { text: "{text}" } },
   settleMs: 0,
+  resumeWaitMs: RESUME_WAIT_MS,
   ...(toolsJson ? JSON.parse(toolsJson) : {}),
 };
 // When the aborted and the API-cancelled slow calls were sent (Unix ms), for the settling wait.
@@ -72,7 +87,7 @@ const emitAndExit = (event, fields, code) => {
 const exchanges = [];
 const wire = () => exchanges.map((e) => {
   const [messages, messageTimes] = messagesOf(e);
-  return { ...e, messages, messageTimes, body: undefined, events: undefined, eventTimes: undefined, pending: undefined, data: undefined, lastChunkAt: undefined };
+  return { ...e, messages, messageTimes, body: undefined, events: undefined, eventTimes: undefined, pending: undefined, data: undefined, lastChunkAt: undefined, eventId: undefined };
 });
 const limit = setTimeout(() => {
   emit("timeout", { limitMs: WHOLE_RUN_LIMIT_MS });
@@ -93,7 +108,8 @@ function messagesOf(exchange) {
 }
 
 // A chunk of an exchange's body, as it arrives: SSE events are parsed at once, each with its
-// arrival time. An event cut off before its blank line never reached the client as a message.
+// arrival time, and the ids of the events dispatched (a priming event's too: its id is what a
+// resume names). An event cut off before its blank line never reached the client as a message.
 function feed(exchange, text) {
   exchange.body += text;
   exchange.lastChunkAt = Date.now();
@@ -102,6 +118,8 @@ function feed(exchange, text) {
   for (let line of lines) {
     if (line.endsWith("\r")) line = line.slice(0, -1);
     if (line === "") {
+      if (exchange.eventId !== null) exchange.eventIds.push(exchange.eventId);
+      exchange.eventId = null;
       // An event whose data is empty (the priming event of a resumable stream) is not
       // dispatched, as the SSE standard says.
       const joined = exchange.data.join("\n");
@@ -112,6 +130,8 @@ function feed(exchange, text) {
       exchange.data = [];
     } else if (line.startsWith("data:")) {
       exchange.data.push(line.slice(5).replace(/^ /, ""));
+    } else if (line.startsWith("id:")) {
+      exchange.eventId = line.slice(3).replace(/^ /, "");
     }
   }
 }
@@ -129,15 +149,20 @@ async function tapFetch(input, init = {}) {
     method: init.method ?? "GET",
     request,
     session: headers.get("mcp-session-id"),
+    lastEventId: headers.get("last-event-id"),
     status: null,
     contentType: null,
+    allow: null,
     body: "",
     ended: null,
     startedMs: Date.now() - t0,
+    startedAt: Date.now(),
     endedMs: null,
     endedAt: null,
     events: [],
     eventTimes: [],
+    eventIds: [],
+    eventId: null,
     pending: "",
     data: [],
     lastChunkAt: null,
@@ -146,6 +171,7 @@ async function tapFetch(input, init = {}) {
   const response = await fetch(input, init);
   exchange.status = response.status;
   exchange.contentType = response.headers.get("content-type");
+  exchange.allow = response.headers.get("allow");
   if (!response.body) {
     exchange.ended = "eof";
     exchange.endedMs = Date.now() - t0;
@@ -322,9 +348,21 @@ try {
   }
   await waitForGo("abort_burst");
   // Give a late message for a cancelled call every chance to arrive: past the end the slow
-  // calls would have had upstream, had nothing stopped them.
-  const settleUntil = Math.max(0, ...slowSent) + (TOOLS.settleMs ?? 0);
-  await sleep(Math.max(LATE_MESSAGE_WAIT_MS, settleUntil - Date.now()));
+  // calls would have had upstream, had nothing stopped them; and the SDK every chance to resume
+  // the streams that ended without a result: RESUME_WAIT_MS past the last POST stream's end (a
+  // cancelled call's stream ends a moment after the SDK rejected the call).
+  const posts = exchanges.filter((e) => e.method === "POST");
+  const postsEndBy = Date.now() + POST_END_WAIT_MS;
+  while (posts.some((e) => e.endedAt === null) && Date.now() < postsEndBy) await sleep(10);
+  const lastPostEnd = Math.max(0, ...posts.map((e) => e.endedAt ?? Date.now()));
+  const settleUntil = Math.max(
+    Date.now() + LATE_MESSAGE_WAIT_MS,
+    Math.max(0, ...slowSent) + (TOOLS.settleMs ?? 0),
+    lastPostEnd + (TOOLS.resumeWaitMs ?? RESUME_WAIT_MS),
+  );
+  // A timer may fire a millisecond before the clock reads its end.
+  while (Date.now() < settleUntil) await sleep(settleUntil - Date.now());
+  await echo("after the resumes");
   await transport.terminateSession().catch((error) => emit("terminate", { error: errorOf(error) }));
   await client.close();
 } catch (error) {

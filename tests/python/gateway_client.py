@@ -12,14 +12,15 @@ notification, after initialize() it POSTs the notification.
 
 TOOLS (JSON, optional) names the upstream's tools the script calls, as the gateway exposes them:
 `{"slow": {"name", "args"}, "progress": {"name", "args"}, "fast": {"name", "args"}, "settleMs",
-"burst"}`
+"burst", "resumeWaitMs"}`
 — the slow call (long, with progress), the same tool for a short call with progress, a fast
-call whose string arguments have `{text}` replaced by the text of each call, and how long a slow
+call whose string arguments have `{text}` replaced by the text of each call, how long a slow
 call runs upstream when nothing stops it (the script waits that long after the API-cancelled
 call was sent before its `wire`, so a late result or progress of a cancelled call has every
-chance to show), and how many calls the abort burst makes (60 unless given). Without
-it: the demo upstream's `demo-sleep {seconds: 30}`, `demo-sleep {seconds: 0.5}`,
-`demo-echo {text}`, no settling.
+chance to show), how many calls the abort burst makes (60 unless given), and how long the
+script stays in a session after its last POST stream ended, for the SDK's resumes (see
+RESUME_WAIT_MS). Without it: the demo upstream's `demo-sleep {seconds: 30}`,
+`demo-sleep {seconds: 0.5}`, `demo-echo {text}`, no settling.
 
 The script, in order (names below are the demo's):
   1. connects (`connected`), lists the tools (`list_tools`), calls `demo-echo` (`echo`);
@@ -35,10 +36,12 @@ The script, in order (names below are the demo's):
   5. calls `demo-echo` again (`echo`);
   6. aborts a burst of `demo-sleep {seconds: 30}` calls, each 1 to 5 ms after it is sent, so
      that some cancels race their calls (`abort_burst`); then waits on stdin again;
-  7. waits for late messages, and prints `wire`: every HTTP exchange with the gateway, with
-     every JSON-RPC message the gateway sent on each response body (read from the raw bytes,
-     below the SDK), when each arrived (`messageTimes`, Unix ms), and how and when each body
-     ended (`ended`, `endedAt`); and
+  7. waits for late messages and the SDK's resumes, calls `demo-echo` once more (`echo`), and
+     prints `wire`: every HTTP exchange with the gateway (when sent, `startedAt`; a GET's
+     `lastEventId`: a resume), with every JSON-RPC message the gateway sent on each response
+     body (read from the raw bytes, below the SDK), when each arrived (`messageTimes`, Unix
+     ms), its SSE event ids (`eventIds`), its `Allow`, and how and when each body ended
+     (`ended`, `endedAt`); and
      what the SDK logged at WARNING or above (`transportErrors`).
 
 Times named `...At` are Unix epoch milliseconds (the test compares them with its own clock):
@@ -70,6 +73,10 @@ LATE_MESSAGE_WAIT_S = 0.3
 PROGRESS_SLEEP_S = 0.5
 SLOW_SLEEP_S = 30
 ABORT_BURST = 60
+# How long the script stays in a session after its last POST stream ended: the SDK resumes a
+# stream that ended without a response (GET, Last-Event-ID) at +1 s, and at +2 s if that failed.
+RESUME_WAIT_MS = 3_000
+POST_END_WAIT_S = 1.0  # at most, for the POST streams to end (one still open: from then)
 
 T0 = time.monotonic()
 
@@ -78,6 +85,7 @@ DEMO_TOOLS: dict[str, Any] = {
     "progress": {"name": "demo-sleep", "args": {"seconds": PROGRESS_SLEEP_S}},
     "fast": {"name": "demo-echo", "args": {"text": "{text}"}},
     "settleMs": 0,
+    "resumeWaitMs": RESUME_WAIT_MS,
 }
 TOOLS: dict[str, Any] = DEMO_TOOLS
 # When the aborted and the API-cancelled slow calls were sent (Unix ms), for the settling wait.
@@ -117,14 +125,17 @@ class Exchange:
     def __init__(self, request: httpx2.Request) -> None:
         self.method = request.method
         self.started_ms = ms()
+        self.started_at = now_ms()
         body = request.content if request.method == "POST" else b""
         try:
             self.request = json.loads(body) if body else None
         except ValueError:
             self.request = body.decode("utf-8", "replace")
         self.session = request.headers.get("mcp-session-id")
+        self.last_event_id = request.headers.get("last-event-id")
         self.status: int | None = None
         self.content_type: str | None = None
+        self.allow: str | None = None
         self.body = bytearray()
         # "eof": the gateway ended the body; "client": the client closed it first.
         self.ended: str | None = None
@@ -134,12 +145,14 @@ class Exchange:
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.pending = ""
         self.data: list[str] = []
+        self.event_id: str | None = None
+        self.event_ids: list[str] = []
         self.events: list[Any] = []
         self.event_times: list[float] = []
         self.last_chunk_at: float | None = None
 
     def feed(self, chunk: bytes) -> None:
-        """A chunk of the body, as it arrives."""
+        """A chunk of the body, as it arrives: its SSE events, and their ids (a resume names one)."""
         self.body.extend(chunk)
         self.last_chunk_at = now_ms()
         self.pending += self.decoder.decode(chunk)
@@ -147,6 +160,9 @@ class Exchange:
         for line in lines:
             line = line.removesuffix("\r")
             if line == "":
+                if self.event_id is not None:
+                    self.event_ids.append(self.event_id)
+                    self.event_id = None
                 # An event whose data is empty (the priming event of a resumable stream) is
                 # not dispatched, as the SSE standard says.
                 joined = "\n".join(self.data)
@@ -159,6 +175,8 @@ class Exchange:
                 self.data = []
             elif line.startswith("data:"):
                 self.data.append(line[5:].removeprefix(" "))
+            elif line.startswith("id:"):
+                self.event_id = line[3:].removeprefix(" ")
         # An event cut off before its blank line never reached the client as a message.
 
     def messages(self) -> tuple[list[Any], list[float | None]]:
@@ -179,12 +197,16 @@ class Exchange:
             "method": self.method,
             "request": self.request,
             "session": self.session,
+            "lastEventId": self.last_event_id,
             "status": self.status,
             "contentType": self.content_type,
+            "allow": self.allow,
             "messages": messages,
             "messageTimes": times,
+            "eventIds": self.event_ids,
             "ended": self.ended,
             "startedMs": self.started_ms,
+            "startedAt": self.started_at,
             "endedMs": self.ended_ms,
             "endedAt": self.ended_at,
         }
@@ -226,6 +248,7 @@ class TapTransport(httpx2.AsyncBaseTransport):
         response = await self.inner.handle_async_request(request)
         exchange.status = response.status_code
         exchange.content_type = response.headers.get("content-type")
+        exchange.allow = response.headers.get("allow")
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             response.status_code,
@@ -413,6 +436,23 @@ async def abort_burst(session: ClientSession, tap: TapTransport) -> None:
     emit("abort_burst", calls=burst, outcomes=outcomes, ids=ids)
 
 
+async def settle(tap: TapTransport, era: str) -> None:
+    """Gives a late message of a cancelled call every chance to arrive (past the end the slow
+    calls would have had upstream, had nothing stopped them) and, in a session, the SDK every
+    chance to resume the streams that ended without a response (RESUME_WAIT_MS past the last POST
+    stream's end; a cancelled call's ends a moment after the SDK gave up on it)."""
+    until = max(now_ms() + LATE_MESSAGE_WAIT_S * 1000, max(SLOW_SENT, default=0) + TOOLS["settleMs"])
+    if era == "initialize":
+        posts = [e for e in tap.exchanges if e.method == "POST"]
+        with anyio.move_on_after(POST_END_WAIT_S):
+            while any(e.ended_at is None for e in posts):
+                await anyio.sleep(0.01)
+        last_end = max((e.ended_at or now_ms() for e in posts), default=0)
+        until = max(until, last_end + TOOLS["resumeWaitMs"])
+    while now_ms() < until:  # the wall clock's end, not the event loop's
+        await anyio.sleep((until - now_ms()) / 1000)
+
+
 async def run(url: str, token: str, era: str) -> None:
     tap = TapTransport()
     http = httpx2.AsyncClient(
@@ -440,10 +480,8 @@ async def run(url: str, token: str, era: str) -> None:
                     await echo(session, "still serving")
                     await abort_burst(session, tap)
                     await wait_for_go("abort_burst")
-                    # Give a late message for a cancelled call every chance to arrive: past
-                    # the end the slow calls would have had upstream, had nothing stopped them.
-                    settle_until = max(SLOW_SENT, default=0) + TOOLS.get("settleMs", 0)
-                    await anyio.sleep(max(LATE_MESSAGE_WAIT_S, (settle_until - now_ms()) / 1000))
+                    await settle(tap, era)
+                    await echo(session, "after the resumes")
     finally:
         emit(
             "wire",

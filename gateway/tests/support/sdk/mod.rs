@@ -12,6 +12,7 @@
 mod cases;
 mod everything;
 mod fastmcp;
+mod resumes;
 mod scenarios;
 mod script;
 mod third_party;
@@ -27,6 +28,8 @@ pub use everything::Everything;
 #[allow(unused_imports)]
 pub use fastmcp::FastMcp;
 #[allow(unused_imports)]
+pub use resumes::{RESUME_WAIT_MS, Resumes};
+#[allow(unused_imports)]
 pub use scenarios::{
     CancelBy, Era, Expected, run_scenarios, wait_for_idle_upstream, wait_for_no_runs,
 };
@@ -35,7 +38,7 @@ pub use script::{Report, SCRIPT_LIMIT, Script};
 #[allow(unused_imports)]
 pub use third_party::{ThirdParty, Which};
 #[allow(unused_imports)]
-pub use upstream::{HttpDemo, STOP_LINE, StdioDemo, Tools, UpstreamUnderTest};
+pub use upstream::{Demo, HttpDemo, STOP_LINE, StdioDemo, Tools, UpstreamUnderTest};
 
 use std::time::{Duration, Instant};
 

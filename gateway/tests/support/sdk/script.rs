@@ -183,10 +183,11 @@ impl Script {
 pub struct Report {
     /// The whole output, for failure messages.
     pub transcript: String,
-    /// `{method, request, session, status, contentType, messages, messageTimes, ended}` each.
+    /// `{method, request, session, lastEventId, status, contentType, allow, messages,
+    /// messageTimes, eventIds, ended, startedAt, endedAt}` each.
     pub exchanges: Vec<Value>,
     /// What the SDK reported as errors (Python: logged at WARNING or above; TypeScript: its
-    /// `onerror`), for the printed report only.
+    /// `onerror`): there must be none (see `resumes.rs`).
     pub transport_errors: Value,
 }
 

@@ -57,7 +57,8 @@ impl Tools {
         }
     }
 
-    /// The client scripts' TOOLS argument (see tests/python/gateway_client.py).
+    /// The client scripts' TOOLS argument (see tests/python/gateway_client.py), with how long
+    /// they stay in a session for the SDK's resumes ([`super::resumes::RESUME_WAIT_MS`]).
     pub fn script_arg(&self) -> String {
         json!({
             "slow": {"name": self.slow, "args": self.slow_args},
@@ -65,6 +66,7 @@ impl Tools {
             "fast": {"name": self.fast, "args": self.fast_args},
             "settleMs": self.settle_ms,
             "burst": self.burst,
+            "resumeWaitMs": super::resumes::RESUME_WAIT_MS,
         })
         .to_string()
     }
@@ -123,6 +125,25 @@ pub trait UpstreamUnderTest: Send + Sync {
     /// Once the client is done: asserts that every stop reached the upstream the way the
     /// gateway's connector should cancel (nothing to check where the upstream cannot tell).
     fn check_stops(&self, _gateway: &Gateway) {}
+}
+
+/// Which demo upstream: on stdio ([`StdioDemo`]) or over Streamable HTTP ([`HttpDemo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Demo {
+    /// [`StdioDemo`].
+    Stdio,
+    /// [`HttpDemo`] speaking up to this revision.
+    Http(Era),
+}
+
+impl Demo {
+    /// A fresh upstream under test of this kind (an HTTP server is started).
+    pub async fn start(self) -> Box<dyn UpstreamUnderTest> {
+        match self {
+            Demo::Stdio => Box::new(StdioDemo),
+            Demo::Http(era) => Box::new(HttpDemo::start(era).await),
+        }
+    }
 }
 
 /// The demo upstream on stdio (the gateway's own `demo-upstream` subcommand); its stderr is
