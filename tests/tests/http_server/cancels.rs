@@ -121,3 +121,50 @@ async fn deleting_a_session_cancels_what_it_runs_and_forgets_it() {
     let error: Value = after.json().await.unwrap();
     assert_eq!(error["error"]["code"], -32001);
 }
+
+/// A session's request and its cancel travel on two HTTP requests, and meet in the one peer
+/// behind them: the cancel must reach the peer after its request however the two race (a
+/// cancel that got there first would be ignored, and the request would run). Each of many
+/// calls is sent with its cancel at the same moment — some cancels overtake their requests,
+/// some arrive while they are written — and every one stops. (The narrowest interleaving,
+/// a cancel between a request's admission and its writing, is pinned by the unit test in
+/// runtime/src/http/server/conn/tests.rs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_racing_its_request_always_stops_it() {
+    const CALLS: usize = 150;
+    let server = Arc::new(start(|s| s).await);
+    let session = session(&server).await;
+    let mut calls = Vec::new();
+    for id in 0..CALLS {
+        let call = post(
+            &server.url,
+            Some(&session),
+            &tool(json!(id), "sleep", json!({"seconds": 30})),
+        );
+        let cancel = post(
+            &server.url,
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": "raced"}}),
+        );
+        calls.push(tokio::spawn(async move {
+            let (response, accepted) = tokio::join!(call.send(), cancel.send());
+            assert_eq!(accepted.unwrap().status(), 202);
+            // The stream ends without a response.
+            messages(&events(response.unwrap(), |_| false).await)
+        }));
+    }
+    for call in calls {
+        let got = call.await.unwrap();
+        assert!(
+            got.is_empty(),
+            "no response for a cancelled request: {got:?}"
+        );
+    }
+    for n in 0..CALLS {
+        let stopped = tokio::time::timeout(Duration::from_secs(5), server.next_stop())
+            .await
+            .unwrap_or_else(|_| panic!("only {n} of {CALLS} sleeps stopped"));
+        assert_eq!(stopped.seconds, 30.0);
+    }
+}

@@ -285,8 +285,10 @@ async fn notification(
                     return StatusCode::ACCEPTED.into_response();
                 }
                 // The cancelled request's stream ends without a response, as MCP wants; a
-                // cancel that overtook its request waits for it.
-                session.conn.cancel(&id, Bytes::copy_from_slice(body));
+                // cancel that overtook its request (or its writing into the peer) waits for it.
+                if !session.conn.cancel(&id, Bytes::copy_from_slice(body)) {
+                    return StatusCode::ACCEPTED.into_response();
+                }
             }
             session.conn.send(body).await;
         }
@@ -386,8 +388,9 @@ async fn request(
         conn.forget(&guard.id);
         return refusal(call.id, Refusal::Closed);
     }
-    if let Some(cancel) = conn.take_early_cancel(&guard.id) {
-        // Its cancel came first: the peer gets it right after the request, as on stdio.
+    if let Some(cancel) = conn.written(&guard.id) {
+        // Its cancel came first, or while it was being written: the peer gets it right after
+        // the request, as on stdio.
         conn.forget(&guard.id);
         conn.send(&cancel).await;
     }

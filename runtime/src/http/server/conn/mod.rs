@@ -34,6 +34,10 @@ use crate::JsonRpcError;
 use crate::peer::wire::{self, Incoming};
 use crate::peer::{Peer, PeerBuilder, PeerHandle};
 
+mod cancels;
+#[cfg(test)]
+mod tests;
+
 /// Bytes of the pipe between the HTTP side and the peer, each way.
 const PIPE_BYTES: usize = 64 * 1024;
 /// Finished streams kept for a client to resume after it missed their end.
@@ -76,6 +80,8 @@ pub(super) enum Refusal {
 
 struct Route {
     stream: Arc<ResponseStream>,
+    /// Its request has been written into the peer: a cancel for it may follow it there.
+    written: bool,
     /// What its handler learns about the HTTP request ([`HttpRequest::of`]).
     http: Option<Arc<HttpRequest>>,
     /// Shared peer: the client's own id, put back on the response.
@@ -258,6 +264,7 @@ impl Conn {
             peer_id.clone(),
             Route {
                 stream: Arc::clone(&stream),
+                written: false,
                 http,
                 client_id,
                 progress,
@@ -273,67 +280,12 @@ impl Conn {
         ))
     }
 
-    /// The client cancelled request `id` (its `notifications/cancelled` in a session, its
-    /// closed stream at 2026-07-28): nothing more is sent on its stream.
-    /// Returns whether it was still in flight.
-    pub(super) fn forget(&self, id: &RequestId) -> bool {
-        let mut routes = self.routes();
-        let Some(route) = routes.requests.remove(id) else {
-            return false;
-        };
-        // Kept as ended, so that a client that resumes it (both official SDKs resume a
-        // stream that ended without a response) is told it owes nothing.
-        route.stream.cancel();
-        self.finish(&mut routes, &route.stream);
-        if let Some(token) = route.progress {
-            routes.progress.remove(&token);
-        }
-        true
-    }
-
-    /// A session's cancel for request `id` (its `notifications/cancelled`, as sent): the
-    /// request's stream ends with no response. If the request has not arrived yet, the cancel
-    /// is kept for it ([`take_early_cancel`](Self::take_early_cancel)).
-    pub(super) fn cancel(&self, id: &RequestId, notification: Bytes) {
-        if self.forget(id) {
-            return;
-        }
-        let mut routes = self.routes();
-        let now = Instant::now();
-        routes
-            .early
-            .retain(|(_, at, _)| now.duration_since(*at) < EARLY_CANCEL_TTL);
-        if routes.early.len() >= EARLY_CANCELS {
-            routes.early.pop_front();
-        }
-        routes.early.push_back((id.clone(), now, notification));
-    }
-
-    /// The cancel that came before request `id`, if one did (and is still kept).
-    pub(super) fn take_early_cancel(&self, id: &RequestId) -> Option<Bytes> {
-        let mut routes = self.routes();
-        if routes.early.is_empty() {
-            return None;
-        }
-        let at = routes.early.iter().position(|(early, ..)| early == id)?;
-        let (_, when, notification) = routes.early.remove(at)?;
-        (when.elapsed() < EARLY_CANCEL_TTL).then_some(notification)
-    }
-
     /// The stream numbered `id`, for a client resuming it.
     pub(super) fn stream(&self, id: u64) -> Option<Arc<ResponseStream>> {
         if id == 0 {
             return self.standalone.clone();
         }
         self.routes().streams.get(&id).cloned()
-    }
-
-    /// Whether stream `id`, no longer kept, is remembered to owe nothing after event `after`.
-    pub(super) fn ended(&self, id: u64, after: u64) -> bool {
-        self.routes()
-            .ended
-            .iter()
-            .any(|&(ended, owed_up_to)| ended == id && after >= owed_up_to)
     }
 
     /// The stream our request to the client goes on.
@@ -348,21 +300,6 @@ impl Conn {
             .filter(|r| r.stream.attached())
             .max_by_key(|r| r.stream.id);
         Some(Arc::clone(open.map_or(standalone, |r| &r.stream)))
-    }
-
-    fn finish(&self, routes: &mut Routes, stream: &ResponseStream) {
-        routes.finished.push_back(stream.id);
-        while routes.finished.len() > FINISHED_KEPT {
-            let Some(old) = routes.finished.pop_front() else {
-                break;
-            };
-            if let Some(old) = routes.streams.remove(&old) {
-                if routes.ended.len() >= ENDED_KEPT {
-                    routes.ended.pop_front();
-                }
-                routes.ended.push_back((old.id, old.owes_nothing_after()));
-            }
-        }
     }
 
     /// One message of the peer's, to the stream it belongs to.
@@ -387,7 +324,7 @@ impl Conn {
                         }),
                     };
                     route.stream.push(data, true);
-                    self.finish(&mut routes, &route.stream);
+                    Self::finish(&mut routes, &route.stream);
                 }
                 Incoming::Notification { method, params } => {
                     if method == "notifications/progress" {
