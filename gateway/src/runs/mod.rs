@@ -3,10 +3,14 @@
 //! [`Runs`] is this worker's registry. A run is keyed by [`RunKey`] (user, session or
 //! connection, typed JSON-RPC id) so two clients' id `1` never meet, and named by a
 //! gateway-wide unique run id. Cancels name a run by its run id or by a bare JSON-RPC id; a
-//! bare id that names several runs the caller may see is refused as ambiguous rather than
-//! guessed. A cancel that finds no run leaves a [`Tombstone`] that cancels the first matching
-//! run to register. Finished runs keep their status for the configured retention. With Redis
-//! (`crate::cluster`), records, cancels and tombstones are shared by every worker.
+//! bare id names the one run of it still live (clients reuse their ids per session, so
+//! finished runs never make it ambiguous), and one that names several live runs the caller
+//! may see is refused rather than guessed. A cancel that finds no live run is `queued`: it
+//! leaves a [`Tombstone`] that cancels the first matching run to register within the race
+//! window (`tombstone_ttl`), scoped to the caller's own runs for a user and to the named
+//! user's for an admin who names one. Finished runs keep their status for the configured
+//! retention. With Redis (`crate::cluster`), records, cancels and tombstones are shared by
+//! every worker.
 //!
 //! Bounds, each with a per-user share so one user never pushes out another: at most
 //! `max_runs` live runs (a new one beyond is refused, [`RegisterError::Full`]; the calls' own
@@ -16,8 +20,7 @@
 //! `max_tombstones_per_user` made by one caller (beyond either, the cancel is refused,
 //! [`ApiError::TooManyWaiting`]: a cancel answered `queued` is never evicted for a newer one).
 //!
-//! A run id names its run only. An admin's bare-id cancel that finds nothing must name the
-//! user whose run it waits for. Once the upstream's answer has won ([`Run::settle`]), a cancel
+//! A run id names its run only. Once the upstream's answer has won ([`Run::settle`]), a cancel
 //! is too late and is not applied, so a status always says what the client got.
 
 mod api;
