@@ -9,9 +9,10 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::events::read_messages;
 use support::http::{
-    cancel, cancel_with, mcp_post, mcp_session, read_messages, routing_headers, sleep_call,
-    stamped, status, until_stderr_count,
+    cancel, cancel_with, mcp_post, mcp_session, routing_headers, sleep_call, stamped, status,
+    until_stderr_count,
 };
 use support::{Gateway, client, token, tools_call};
 

@@ -8,7 +8,8 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::http::{mcp_session, read_messages, sleep_call, status, until_stderr};
+use support::events::read_messages;
+use support::http::{mcp_session, sleep_call, status, until_stderr};
 use support::{Gateway, client, token};
 
 fn post(gateway: &Gateway, session: &str, message: &Value) -> reqwest::RequestBuilder {

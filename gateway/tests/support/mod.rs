@@ -2,6 +2,7 @@
 //! the gateway's stderr (where the demo upstream logs its cancels) to wait on.
 #![allow(dead_code)]
 
+pub mod events;
 pub mod http;
 pub mod rmcp_server;
 pub mod sdk;
