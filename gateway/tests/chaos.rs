@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use cancelkit_tests::redis::RedisServer;
 use serde_json::{Value, json};
+use support::workers::wait_redis;
 use support::{Gateway, Options, client, config, token, tools_call};
 
 /// The tombstone ttl the workers run with: the Redis outage lasts longer.
@@ -103,25 +104,6 @@ fn signal(gateway: &Gateway, signal: &str) {
         .status()
         .unwrap();
     assert!(status.success(), "kill {signal}");
-}
-
-async fn health(gateway: &Gateway) -> Value {
-    match client().get(gateway.url("/health")).send().await {
-        Ok(response) => response.json().await.unwrap_or(Value::Null),
-        Err(_) => Value::Null,
-    }
-}
-
-async fn wait_redis(gateway: &Gateway, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let h = health(gateway).await;
-        if h["redis"] == state {
-            return;
-        }
-        assert!(Instant::now() < deadline, "redis never {state}: {h}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 impl Chaos {

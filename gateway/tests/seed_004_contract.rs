@@ -195,8 +195,9 @@ async fn the_status_of_an_unknown_run_is_404_run_not_found() {
     }
 }
 
-/// "When disabled: `POST /cancellation/cancel` returns 404; `GET /cancellation/status/{id}`
-/// returns 404; Tool executions are not registered for cancellation".
+/// "When disabled:" — "`POST /cancellation/cancel` returns 404", "`GET
+/// /cancellation/status/{id}` returns 404", "Tool executions are not registered for
+/// cancellation".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switched_off_both_endpoints_return_404_and_nothing_is_registered() {
     let gateway = Gateway::with(Options {
@@ -244,9 +245,11 @@ async fn the_api_needs_admin_system_config() {
     assert_eq!(join(call).await.response()["error"]["code"], -32800);
 }
 
-/// "Tool Registration ... JSON-RPC `tools/call` requests" — the MCP endpoint's calls are
-/// JSON-RPC `tools/call` requests too: registered under their request id, cancelled through
-/// the API, answered -32800 on their stream.
+/// "Tool executions are automatically registered for cancellation tracking in the following
+/// scenarios: 1. **JSON-RPC `tools/call` requests**: All tool invocations via the JSON-RPC
+/// protocol are registered with their request ID for cancellation support" — the MCP
+/// endpoint's calls are JSON-RPC `tools/call` requests too: registered under their request id,
+/// cancelled through the API, answered -32800 on their stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tools_call_over_mcp_is_registered_and_cancelled_the_same_way() {
     let gateway = Gateway::start();

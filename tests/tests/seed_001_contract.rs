@@ -19,7 +19,8 @@ use axum::http::{HeaderMap, Method, Uri};
 use axum::routing::post;
 use cancelkit::Scope;
 use cancelkit::rap::{
-    Notifier, NotifyHandle, ToolCall, ToolError, ToolOutput, ToolServer, ToolServerTarget,
+    DEFAULT_MAX_RUNNING, Notifier, NotifyHandle, ToolCall, ToolError, ToolOutput, ToolServer,
+    ToolServerTarget,
 };
 use futures_util::future::join_all;
 use serde_json::{Value, json};
@@ -51,7 +52,7 @@ async fn serve(router: axum::Router) -> SocketAddr {
 /// posts its result to a callback server of the test's.
 struct Tools {
     base: String,
-    scopes: mpsc::UnboundedReceiver<Scope>,
+    scopes: mpsc::Receiver<Scope>,
     results: Arc<Mutex<Vec<Value>>>,
     callback_url: String,
     http: reqwest::Client,
@@ -74,7 +75,8 @@ impl Tools {
             }),
         );
         let callback = serve(callbacks).await;
-        let (scopes_tx, scopes) = mpsc::unbounded_channel();
+        // One scope per watched call; the largest burst is 500, so this bound is never reached.
+        let (scopes_tx, scopes) = mpsc::channel(DEFAULT_MAX_RUNNING);
         let server = ToolServer::builder("seed-001")
             .bearer_token(TOKEN)
             .rate_limit(per_second, burst)
@@ -88,8 +90,8 @@ impl Tools {
                     let scopes_tx = scopes_tx.clone();
                     async move {
                         scopes_tx
-                            .send(cancelkit::scope::current_scope().unwrap())
-                            .unwrap();
+                            .try_send(cancelkit::scope::current_scope().unwrap())
+                            .expect("at most DEFAULT_MAX_RUNNING watched calls");
                         std::future::pending::<Result<ToolOutput, ToolError>>().await
                     }
                 },

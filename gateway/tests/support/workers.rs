@@ -17,22 +17,18 @@ pub fn redis_worker(name: &'static str, redis: &RedisServer) -> Gateway {
     })
 }
 
-/// `GET /health`.
+/// `GET /health`; `Null` when the worker does not answer (it may be stopped or restarting).
 pub async fn health(gateway: &Gateway) -> Value {
-    client()
-        .get(gateway.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    match client().get(gateway.url("/health")).send().await {
+        Ok(response) => response.json().await.unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    }
 }
 
 /// Waits until the worker's link to Redis is `state` (`connected`, `disconnected`); panics
-/// after 20 s.
+/// after 30 s.
 pub async fn wait_redis(gateway: &Gateway, state: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let h = health(gateway).await;
         if h["redis"] == state {

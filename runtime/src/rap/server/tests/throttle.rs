@@ -23,11 +23,10 @@ const ADDRESS: &str = "192.0.2.1:4000";
 /// A tool server with the token and `rate_limit(per_second, burst)`, two more operations, and
 /// what they report: `watch` hands its call's scope to the receiver and runs until cancelled;
 /// `mark` counts its runs.
-fn watched(
-    per_second: u32,
-    burst: u32,
-) -> (ToolServer, mpsc::UnboundedReceiver<Scope>, Arc<AtomicUsize>) {
-    let (scopes, watching) = mpsc::unbounded_channel();
+fn watched(per_second: u32, burst: u32) -> (ToolServer, mpsc::Receiver<Scope>, Arc<AtomicUsize>) {
+    // One scope per watched call; no test starts more than a few hundred (the largest
+    // burst is 500), so this bound is never reached: a send beyond it fails the test.
+    let (scopes, watching) = mpsc::channel(super::super::DEFAULT_MAX_RUNNING);
     let marks = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&marks);
     let server = builder()
@@ -40,7 +39,9 @@ fn watched(
             move |_: Value, _: ToolCall| {
                 let scopes = scopes.clone();
                 async move {
-                    scopes.send(crate::scope::current_scope().unwrap()).unwrap();
+                    scopes
+                        .try_send(crate::scope::current_scope().unwrap())
+                        .expect("at most DEFAULT_MAX_RUNNING watched calls");
                     std::future::pending::<Result<ToolOutput, ToolError>>().await
                 }
             },
