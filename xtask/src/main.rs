@@ -9,6 +9,7 @@
 //! cargo xtask survey [AGENT|MODE...]      `cancelkit check acp` against real agents, offline
 //! cargo xtask survey --readme             the guide's survey table from the last survey's reports
 //! cargo xtask docs                build the guide (docs/, mdBook) into target/book
+//! cargo xtask package [--verify]   cargo package of every publishable crate (--verify: and build it)
 //! cargo xtask survey serve AGENT MODE     one agent's mock and config, to drive it by hand
 //! ```
 
@@ -16,6 +17,7 @@ mod bench;
 mod codegen;
 mod docs;
 mod fuzz;
+mod package;
 mod survey;
 mod test;
 
@@ -50,6 +52,9 @@ tasks:
                       (docs/src/survey.md) from those reports
   docs                build the guide (docs/, an mdBook) into target/book/, installing
                       mdBook 0.5.4 if missing; its Rust samples are compiled by `test`
+  package [--verify]  `cargo package` of every publishable crate (the members without
+                      `publish = false`), listed with their sizes; with --verify, also build
+                      each from its packaged sources, as `cargo publish` would
   survey serve AGENT MODE
                       start one mock and a configured home, print the agent's command line,
                       and serve until Enter (to drive the agent with raw JSON-RPC by hand)
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
         ["fuzz", rest @ ..] => fuzz::main(rest),
         ["survey", rest @ ..] => survey::main(rest),
         ["docs", rest @ ..] => docs::main(rest),
+        ["package", rest @ ..] => package::main(rest),
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())
