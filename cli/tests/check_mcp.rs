@@ -35,11 +35,12 @@ fn checks_with(report: &Value, result: &str) -> BTreeSet<String> {
 }
 
 #[test]
+#[ignore = "external: a Python 3 fixture (`cargo xtask setup` installs Python 3)"]
 fn a_server_that_answers_cancels_fails_exactly_those_checks() {
     let server = broken_server();
     let (output, report) = check(
         &[&QUICK[..], &["--musts-only"]].concat(),
-        &["python3", &server],
+        &[cancelkit_tests::external::python3(), &server],
     );
     // the reply to a malformed cancel breaks a MUST: --musts-only fails too
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
@@ -70,8 +71,12 @@ fn tasks_server() -> String {
 }
 
 #[test]
+#[ignore = "external: a Python 3 fixture (`cargo xtask setup` installs Python 3)"]
 fn a_2026_server_that_breaks_tasks_and_subscriptions_fails_exactly_those_checks() {
-    let (output, report) = check(&QUICK, &["python3", &tasks_server()]);
+    let (output, report) = check(
+        &QUICK,
+        &[cancelkit_tests::external::python3(), &tasks_server()],
+    );
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let report = report.unwrap();
     assert_eq!(report["revision"], "2026-07-28");
@@ -95,8 +100,16 @@ fn a_2026_server_that_breaks_tasks_and_subscriptions_fails_exactly_those_checks(
 }
 
 #[test]
+#[ignore = "external: a Python 3 fixture (`cargo xtask setup` installs Python 3)"]
 fn a_2025_server_that_answers_tasks_cancel_too_early_fails_exactly_those_checks() {
-    let (output, report) = check(&QUICK, &["python3", &tasks_server(), "--legacy"]);
+    let (output, report) = check(
+        &QUICK,
+        &[
+            cancelkit_tests::external::python3(),
+            &tasks_server(),
+            "--legacy",
+        ],
+    );
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let report = report.unwrap();
     assert_eq!(report["revision"], "2025-11-25");
@@ -108,9 +121,14 @@ fn a_2025_server_that_answers_tasks_cancel_too_early_fails_exactly_those_checks(
 }
 
 #[test]
+#[ignore = "external: a Python 3 fixture (`cargo xtask setup` installs Python 3)"]
 fn musts_only_lets_a_failed_should_pass() {
     let server = broken_server();
-    let broken = ["python3", server.as_str(), "--ignore-malformed"];
+    let broken = [
+        cancelkit_tests::external::python3(),
+        server.as_str(),
+        "--ignore-malformed",
+    ];
     let (output, report) = check(&QUICK, &broken);
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let failed = checks_with(&report.unwrap(), "fail");

@@ -30,7 +30,7 @@ fn frames(trace: &Path) -> Vec<(String, Value)> {
 
 /// Drives one session in `era` and checks the trace and the timeline.
 fn session(era: &str) {
-    let python = cancelkit_tests::python::install();
+    let python = cancelkit_tests::python::sdk_python();
     let server = cancelkit_tests::example("mcp_server");
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join(format!("{era}.jsonl"));
@@ -123,11 +123,13 @@ fn session(era: &str) {
 }
 
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn python_sdk_session_at_2026_07_28() {
     session("discover");
 }
 
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn python_sdk_session_at_2025_11_25() {
     session("initialize");
 }

@@ -270,10 +270,13 @@ while True:
 "#;
 
 #[test]
+#[ignore = "external: a Python 3 fixture (`cargo xtask setup` installs Python 3)"]
 fn a_session_with_a_cancel_renders_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("session.jsonl");
-    let mut child = proxy(&out, &["python3", "-c", SERVER]).spawn().unwrap();
+    let mut child = proxy(&out, &[cancelkit_tests::external::python3(), "-c", SERVER])
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut send = |m: Value| {

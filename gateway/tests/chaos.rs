@@ -269,6 +269,7 @@ async fn status(gateway: &Gateway, user: &str, request_id: &str) -> (u16, Value)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn cancels_survive_frozen_and_killed_workers_and_redis_restarting_empty() {
     let started = Instant::now();
     let mut redis = RedisServer::start();

@@ -107,6 +107,7 @@ async fn wait_running(gateway: &Gateway, n: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn three_workers_share_cancels_status_and_authorization_and_survive_redis_restarting() {
     let mut redis = RedisServer::start();
     let a = worker("a", &redis);
@@ -240,6 +241,7 @@ async fn three_workers_share_cancels_status_and_authorization_and_survive_redis_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_worker_cut_off_when_the_cancel_went_out_applies_it_after_reconnecting() {
     let redis = RedisServer::start();
     let a = worker("a", &redis);
@@ -296,6 +298,7 @@ async fn a_worker_cut_off_when_the_cancel_went_out_applies_it_after_reconnecting
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_killed_workers_runs_read_lost_and_their_cancels_are_not_answered_cancelled() {
     let redis = RedisServer::start();
     let mut a = worker("a", &redis);
@@ -363,6 +366,7 @@ async fn a_killed_workers_runs_read_lost_and_their_cancels_are_not_answered_canc
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_cancel_beyond_its_share_of_the_redis_queue_is_refused_not_queued() {
     let mut redis = RedisServer::start();
     // A queue of 8 writes (max_runs + max_retained): a user's share is one cancel.

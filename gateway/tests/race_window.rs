@@ -68,6 +68,7 @@ fn summary(mut ms: Vec<f64>) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_cancel_racing_its_calls_registration_through_another_worker_stops_it() {
     let redis = RedisServer::start();
     let a = worker("a", &redis);

@@ -1,11 +1,10 @@
 //! Headless Chromium for tests that check a page after its JavaScript ran: [`dump_dom`] and
 //! [`screenshot`].
 //!
-//! [`binary`] finds `chromium` on `PATH`, or installs Debian's `chromium` package (with
-//! `fonts-dejavu-core`, so screenshots have legible text) with `apt-get` on first use (the tests
-//! run as root on the project's machines). A failed install fails the test with the installer's
-//! output; it never skips it. The install runs once per process and, across processes, under a
-//! file lock (and apt-get waits for apt's own lock instead of failing on it).
+//! [`binary`] finds `chromium` on `PATH`, where `cargo xtask setup` installs Debian's `chromium`
+//! package (with `fonts-dejavu-core`, so screenshots have legible text). A test that needs it is
+//! an external test ([`crate::external`]): without it, the test fails at once, naming `cargo
+//! xtask setup`.
 //!
 //! Every run gets its own profile directory, so tests can run browsers side by side.
 
@@ -18,19 +17,14 @@ use std::time::{Duration, Instant};
 /// How long one headless run may take before it is killed and the test fails.
 const RUN_WITHIN: Duration = Duration::from_secs(60);
 
-/// The packages installed when `chromium` is missing.
-const PACKAGES: [&str; 2] = ["chromium", "fonts-dejavu-core"];
-
-/// The `chromium` binary: found on `PATH`, or installed with `apt-get` (once per process).
-///
-/// Panics with the installer's output if the install fails.
+/// The `chromium` binary on `PATH`; fails the test at once when there is none
+/// ([`crate::external::binary`]).
+#[track_caller]
 pub fn binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(find_or_install).clone()
-}
-
-fn find_or_install() -> PathBuf {
-    crate::apt::find_or_install("chromium", &PACKAGES)
+    BINARY
+        .get_or_init(|| crate::external::binary("chromium", "chromium"))
+        .clone()
 }
 
 /// A `file://` URL for `path` (made absolute), with `fragment` (without its `#`) if not empty.

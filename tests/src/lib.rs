@@ -3,11 +3,13 @@
 //! by default), comparing JSON the way the wire does, building the runtime's examples in the
 //! tests' own profile, the pinned Node and Python peers (among them two third-party MCP servers,
 //! run over stdio or over Streamable HTTP on loopback: [`http_peer`]), an idle-cutting proxy
-//! ([`proxy`]), headless Chromium ([`chromium`]), and a counting global allocator ([`alloc`]).
+//! ([`proxy`]), headless Chromium ([`chromium`]), `redis-server` ([`redis`]), and a counting
+//! global allocator ([`alloc`]). The third-party software is provisioned by `cargo xtask setup`,
+//! never by a test ([`external`]).
 
 pub mod alloc;
-pub mod apt;
 pub mod chromium;
+pub mod external;
 #[cfg(doctest)]
 pub mod guide;
 pub mod http_peer;

@@ -1,6 +1,9 @@
-//! The pinned Node peers of `tests/node/`, installed under `target/interop/node` on first use,
-//! among them the reference server `@modelcontextprotocol/server-everything` ([`server_everything`],
-//! [`start_server_everything_http`]).
+//! The pinned Node peers of `tests/node/`, as `cargo xtask setup` installed them under
+//! `target/interop/node` ([`dir`]), among them the reference server
+//! `@modelcontextprotocol/server-everything` ([`server_everything`],
+//! [`start_server_everything_http`]). Nothing here installs: a test that finds them missing or
+//! older than `tests/node/package-lock.json` fails at once, naming `cargo xtask setup`
+//! ([`crate::external`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,8 +12,8 @@ use std::sync::OnceLock;
 use crate::http_peer::HttpPeer;
 use crate::workspace_root as root;
 
-/// The packages every Node peer needs: an install without one of them is redone.
-const REQUIRED: [&str; 6] = [
+/// The packages every Node peer needs: an install without one of them is not provisioned.
+pub const REQUIRED: [&str; 6] = [
     "@modelcontextprotocol/sdk",
     "@agentclientprotocol/sdk",
     "@modelcontextprotocol/conformance",
@@ -20,67 +23,56 @@ const REQUIRED: [&str; 6] = [
     "glob",
 ];
 
-/// Installs `tests/node/package.json` (with its lock file) under `target/interop/node` unless
-/// the same lock file is already installed there; returns that directory.
+/// `target/interop/node`, where `cargo xtask setup` ran `npm ci` on `tests/node/package.json`
+/// (with its lock file); the peers' scripts (`tests/node/*.mjs`) are copied there on first use,
+/// so a changed script needs no new setup.
 ///
-/// Panics with the installer's output if `npm ci` fails: a missing peer fails the test, it
-/// never skips it. Safe to call from several tests at once, in one process (the first call does
-/// the work) or in several (a file lock: two `npm ci` in one directory break each other).
-pub fn install() -> PathBuf {
+/// Fails the test at once ([`crate::external::missing`]) when `node` is not on `PATH`, or the
+/// install is missing, incomplete or of an older lock file. Safe to call from several tests at
+/// once: the first call does the checks and the copies.
+pub fn dir() -> PathBuf {
     static NODE: OnceLock<PathBuf> = OnceLock::new();
-    NODE.get_or_init(install_now).clone()
+    NODE.get_or_init(check).clone()
 }
 
-fn install_now() -> PathBuf {
+fn check() -> PathBuf {
+    let what = "the Node peers (tests/node: npm ci into target/interop/node)";
+    crate::external::binary("node", "nodejs");
     let source = root().join("tests").join("node");
     let target = root().join("target").join("interop").join("node");
-    std::fs::create_dir_all(&target).expect("target/interop/node can be created");
-    let lock_path = root().join("target").join("interop").join("node.lock");
-    // Held until the install is done (the end of this function).
-    let guard = std::fs::File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", lock_path.display()));
-    guard
-        .lock()
-        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
-    let lock =
-        std::fs::read(source.join("package-lock.json")).expect("tests/node/package-lock.json");
-    let stamp = target.join(".installed-lock");
-    let installed = std::fs::read(&stamp).ok();
+    crate::external::check_stamp(
+        what,
+        &target,
+        ".installed-lock",
+        &source.join("package-lock.json"),
+    );
     let modules = target.join("node_modules");
-    if installed.as_deref() != Some(lock.as_slice())
-        || REQUIRED
-            .iter()
-            .any(|package| !modules.join(package).join("package.json").exists())
+    if let Some(absent) = REQUIRED
+        .iter()
+        .find(|package| !modules.join(package).join("package.json").exists())
     {
-        for file in ["package.json", "package-lock.json"] {
-            std::fs::copy(source.join(file), target.join(file)).expect("copy the package files");
-        }
-        let output = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&target)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run npm (needed for the TypeScript SDK peers): {e}")
-            });
-        assert!(
-            output.status.success(),
-            "npm ci failed:\n{}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        std::fs::write(&stamp, &lock).expect("write the install stamp");
+        crate::external::missing(what, &format!("{absent} is not in {}", modules.display()));
     }
     for script in std::fs::read_dir(&source).expect("tests/node").flatten() {
         let path = script.path();
         if path.extension().is_some_and(|e| e == "mjs") {
-            std::fs::copy(&path, target.join(path.file_name().unwrap())).expect("copy the scripts");
+            // Copied to a temporary name and renamed, so another test process never runs a
+            // half-written script.
+            let name = path.file_name().expect("a file name");
+            let partial = target.join(format!(
+                ".{}.{}",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
+            std::fs::copy(&path, &partial).expect("copy the scripts");
+            std::fs::rename(&partial, target.join(name)).expect("move the scripts in place");
         }
     }
     target
 }
 
 /// The entry point of `@modelcontextprotocol/server-everything` (pinned in
-/// `tests/node/package.json`), `dist/index.js` under the install; installs it first if needed.
+/// `tests/node/package.json`), `dist/index.js` under the install; fails the test if it is not provisioned ([`dir`]).
 ///
 /// Run it as `node INDEX stdio` (the default when no argument is given; newline-delimited
 /// JSON-RPC on stdin/stdout, its log on stderr) or `node INDEX streamableHttp`. Over Streamable
@@ -92,7 +84,7 @@ fn install_now() -> PathBuf {
 /// preload in `tests/node/` that makes a server listening without a host listen on 127.0.0.1), as
 /// [`start_server_everything_http`] does.
 pub fn server_everything() -> PathBuf {
-    let index = install()
+    let index = dir()
         .join("node_modules")
         .join("@modelcontextprotocol")
         .join("server-everything")
@@ -113,7 +105,7 @@ pub fn server_everything() -> PathBuf {
 /// kills the server.
 pub fn start_server_everything_http() -> HttpPeer {
     let index = server_everything();
-    let dir = install();
+    let dir = dir();
     HttpPeer::start("server-everything", "/mcp", |port| {
         let mut command = Command::new("node");
         command

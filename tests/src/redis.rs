@@ -1,9 +1,9 @@
 //! A real `redis-server` for tests: on a free loopback port, with no persistence, killed when
 //! dropped.
 //!
-//! [`RedisServer::start`] finds `redis-server` on `PATH`, or installs Debian's `redis-server`
-//! package with `apt-get` on first use (the tests run as root on the project's machines). A missing
-//! server fails the test with the installer's output; it never skips it.
+//! [`RedisServer::start`] finds `redis-server` on `PATH`, where `cargo xtask setup` installs
+//! Debian's `redis-server` package. A test that needs it is an external test
+//! ([`crate::external`]): without it, the test fails at once, naming `cargo xtask setup`.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -15,16 +15,14 @@ use std::time::{Duration, Instant};
 /// How long a started server may take to answer `PING`.
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
-/// The `redis-server` binary: found on `PATH`, or installed with `apt-get` (once per process).
-///
-/// Panics with the installer's output if the install fails.
+/// The `redis-server` binary on `PATH`; fails the test at once when there is none
+/// ([`crate::external::binary`]).
+#[track_caller]
 pub fn server_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(find_or_install).clone()
-}
-
-fn find_or_install() -> PathBuf {
-    crate::apt::find_or_install("redis-server", &["redis-server"])
+    BINARY
+        .get_or_init(|| crate::external::binary("redis-server", "redis-server"))
+        .clone()
 }
 
 /// A `redis-server` child process on `127.0.0.1`, without persistence (`--save ""

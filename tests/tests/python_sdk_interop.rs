@@ -97,7 +97,7 @@ impl Report {
 
 /// Runs cancel_interop.py against the example server in one scenario.
 fn run(scenario: &'static str) -> Report {
-    let python = cancelkit_tests::python::install();
+    let python = cancelkit_tests::python::sdk_python();
     let server = cancelkit_tests::example("mcp_server");
     let run = cancelkit_tests::python::run(
         &python,
@@ -184,6 +184,7 @@ fn assert_client_cancel_honoured(report: &Report, version: &str) {
 
 /// a. 2026-07-28 via `discover()`.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn a_discover_2026_07_28_client_cancel_stops_the_tool_without_a_response() {
     let report = discover_run();
     assert_eq!(
@@ -203,6 +204,7 @@ fn a_discover_2026_07_28_client_cancel_stops_the_tool_without_a_response() {
 
 /// b. 2025-11-25 via `initialize()`.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn b_initialize_2025_11_25_client_cancel_stops_the_tool_without_a_response() {
     let report = run("initialize");
     let initialize = report.messages("out", "initialize");
@@ -215,6 +217,7 @@ fn b_initialize_2025_11_25_client_cancel_stops_the_tool_without_a_response() {
 /// `notifications/cancelled` interrupts the Python sampling callback (which would sleep 30 s),
 /// the client answers nothing for it, and the tool result arrives.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn c_server_cancelling_its_sampling_request_interrupts_the_python_callback() {
     let report = run("server_cancels");
     let all = report.lines();
@@ -280,6 +283,7 @@ fn c_server_cancelling_its_sampling_request_interrupts_the_python_callback() {
 /// the server sends one, the script leaves unanswered so the server's timeout runs out), the
 /// server has sent the client no `notifications/cancelled`.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn d_discover_2026_07_28_server_sends_no_notifications_cancelled() {
     let report = discover_run();
     assert_eq!(report.event("sleep")["outcome"], "cancelled");
@@ -298,6 +302,7 @@ fn d_discover_2026_07_28_server_sends_no_notifications_cancelled() {
 
 /// 2026-07-28 servers issue no requests at all, `ask_client` or not.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn discover_2026_07_28_server_sends_the_client_no_requests() {
     let report = discover_run();
     assert_eq!(
@@ -314,6 +319,7 @@ fn discover_2026_07_28_server_sends_the_client_no_requests() {
 /// returns its first result, so without them every 2026-07-28 Python client fails at its first
 /// tool call.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn discover_2026_07_28_tools_list_is_accepted_by_the_python_sdk() {
     let report = discover_run();
     let listed = report.event("list_tools");

@@ -8,8 +8,9 @@ use std::process::Command;
 use serde_json::Value;
 
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn typescript_client_aborting_a_tool_call() {
-    let node_dir = cancelkit_tests::node::install();
+    let node_dir = cancelkit_tests::node::dir();
     let server = cancelkit_tests::example("mcp_server");
     let output = Command::new("node")
         .arg("abort_tool_call.mjs")

@@ -207,8 +207,9 @@ fn generated_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 mod tests {
     use super::*;
 
-    /// The committed bindings match the schemas (as rust-analyzer does, so `cargo test` alone
-    /// catches a schema edit that was not regenerated).
+    /// The committed bindings match the schemas, so `cargo test` alone (xtask is a default
+    /// member of the workspace: plain `cargo test` in the root runs this) catches a schema edit
+    /// that was not regenerated.
     #[test]
     fn generated_code_is_fresh() {
         let report = run(&Paths::project(), Mode::Check).unwrap();

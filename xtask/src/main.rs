@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
-//! cargo xtask test                the whole test suite, as CI runs it
+//! cargo xtask setup               install the external tests' tools (npm/PyPI peers, Redis, …)
+//! cargo xtask test                the whole test suite, as CI runs it (setup included)
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
 //! cargo xtask bench --readme      the guide's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
@@ -18,6 +19,7 @@ mod codegen;
 mod docs;
 mod fuzz;
 mod package;
+mod setup;
 mod survey;
 mod test;
 
@@ -30,7 +32,12 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   regenerate the bindings in generated/src from schema/*.json;
                       with --check, write nothing, list stale files and exit 1 if any
-  test                run the whole test suite: codegen check, fmt, clippy, tests, docs
+  setup               install what the external tests need, pinned and idempotent: Debian's
+                      redis-server and chromium, the npm peers (tests/node), the Python venvs
+                      (tests/python/requirements*.txt), cargo-nextest; the only step that
+                      installs anything (`cargo test` runs the hermetic tests without it)
+  test                run the whole test suite as CI does: setup, codegen check, fmt, clippy,
+                      every test (hermetic and external, with cargo-nextest), docs
   bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load,
                       gateway, http by default; http-gateway, which installs ContextForge,
                       by name); --quick runs the short version of those that have one;
@@ -42,6 +49,11 @@ tasks:
                       fuzz one target, or each in turn, for S seconds (default 60) with
                       cargo-fuzz (installed if missing; address sanitizer unless told
                       otherwise); prints each target's executions
+  fuzz cmin [TARGET] [--sanitizer address|none] [-- LIBFUZZER_ARGS]
+                      minimise the committed corpus fuzz/corpus/TARGET (or each's) to the
+                      inputs that cover its edges (libFuzzer -set_cover_merge=1
+                      -use_counters=0 into target/fuzz-cmin; seed-* and regression-* kept),
+                      then replace it; prints the sizes before and after
   survey [AGENT|MODE...]
                       install the pinned ACP agents (xtask/survey/package.json: codex, gemini,
                       claude) and run `cancelkit check acp` against each, offline, its model
@@ -66,6 +78,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["codegen", rest @ ..] => codegen::main(rest),
+        ["setup", rest @ ..] => setup::main(rest),
         ["test"] => test::main(),
         ["bench", names @ ..] => bench::main(names),
         ["fuzz", rest @ ..] => fuzz::main(rest),

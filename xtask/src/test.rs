@@ -1,9 +1,19 @@
 //! `cargo xtask test`: the whole suite, in the order CI runs it.
+//!
+//! Setup ([`crate::setup`]: the external tests' tools) waits on the network, so it runs beside
+//! the checks that keep the CPU busy (codegen, fmt, clippy). Then every test, hermetic and
+//! external, with cargo-nextest (`--run-ignored all`: the external tests are the ignored ones),
+//! the doctests (nextest does not run them: they compile the README's and the guide's samples),
+//! `cargo doc`, and `cargo package` of the publishable crates.
+
+use std::time::Instant;
 
 use crate::codegen::{self, Mode, Paths};
 
 /// Runs every check; stops at the first failure.
 pub fn main() -> Result<(), String> {
+    let started = Instant::now();
+    let setup = std::thread::spawn(crate::setup::run);
     step("codegen --check", || {
         let report = codegen::run(&Paths::project(), Mode::Check)?;
         if report.is_clean() {
@@ -29,13 +39,41 @@ pub fn main() -> Result<(), String> {
         ],
         &[],
     )?;
-    let totals = step("test", cargo_test)?;
+    step("setup", || {
+        setup
+            .join()
+            .unwrap_or_else(|_| Err("setup panicked".to_owned()))
+    })?;
+    let mut totals = step("tests (nextest: hermetic and external)", || {
+        counted(
+            &[
+                "nextest",
+                "run",
+                "--workspace",
+                "--locked",
+                "--run-ignored",
+                "all",
+                "--profile",
+                "ci",
+            ],
+            true,
+        )
+    })?;
+    let doctests = step("doctests", || {
+        counted(&["test", "--workspace", "--locked", "--doc"], false)
+    })?;
+    totals.passed += doctests.passed;
+    totals.failed += doctests.failed;
     cargo(
         "doc",
         &["doc", "--workspace", "--no-deps", "--locked"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    println!("xtask test: all steps passed");
+    step("package", crate::package::check)?;
+    println!(
+        "xtask test: all steps passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     println!("tests: {} passed, {} failed", totals.passed, totals.failed);
     Ok(())
 }
@@ -48,13 +86,23 @@ struct Totals {
 }
 
 impl Totals {
-    /// Adds one `test result: ok. 12 passed; 0 failed; ...` line, if `line` is one.
+    /// Adds one `test result: ok. 12 passed; 0 failed; ...` line (libtest's), or one
+    /// `Summary [ 12.3s] 14 tests run: 12 passed, 2 failed, 3 skipped` line (nextest's), if
+    /// `line` is one.
     fn add(&mut self, line: &str) {
-        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+        let line = line.trim();
+        let rest = if let Some(rest) = line.strip_prefix("test result: ") {
+            rest
+        } else if line.starts_with("Summary [") {
+            match line.split_once("tests run:") {
+                Some((_, rest)) => rest,
+                None => return,
+            }
+        } else {
             return;
         };
         let count = |word: &str| {
-            rest.split(';')
+            rest.split([';', ','])
                 .filter_map(|part| part.trim().strip_suffix(word))
                 .filter_map(|n| n.trim().rsplit(' ').next()?.parse::<u64>().ok())
                 .sum::<u64>()
@@ -64,19 +112,34 @@ impl Totals {
     }
 }
 
-/// `cargo test --workspace`, passed through line by line, counting the results.
-fn cargo_test() -> Result<Totals, String> {
+/// `cargo ARGS`, its output passed through line by line, counting the results (from stderr
+/// for nextest, which reports there; from stdout for libtest).
+fn counted(args: &[&str], from_stderr: bool) -> Result<Totals, String> {
     use std::io::BufRead;
-    let mut child = crate::cargo()
-        .args(["test", "--workspace", "--locked"])
-        .stdout(std::process::Stdio::piped())
+    use std::process::Stdio;
+    let mut command = crate::cargo();
+    command.args(args);
+    if from_stderr {
+        command.stderr(Stdio::piped());
+    } else {
+        command.stdout(Stdio::piped());
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     let mut totals = Totals::default();
-    let stdout = child.stdout.take().expect("piped");
-    for line in std::io::BufReader::new(stdout).lines() {
+    let output: Box<dyn std::io::Read> = if from_stderr {
+        Box::new(child.stderr.take().expect("piped"))
+    } else {
+        Box::new(child.stdout.take().expect("piped"))
+    };
+    for line in std::io::BufReader::new(output).lines() {
         let line = line.map_err(|e| format!("cannot read cargo's output: {e}"))?;
-        println!("{line}");
+        if from_stderr {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
         totals.add(&line);
     }
     let status = child
@@ -86,15 +149,20 @@ fn cargo_test() -> Result<Totals, String> {
         Ok(totals)
     } else {
         Err(format!(
-            "`cargo test --workspace --locked` exited with {status} ({} passed, {} failed)",
-            totals.passed, totals.failed
+            "`cargo {}` exited with {status} ({} passed, {} failed)",
+            args.join(" "),
+            totals.passed,
+            totals.failed
         ))
     }
 }
 
 fn step<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     println!("==> {name}");
-    f().map_err(|e| format!("{name} failed: {e}"))
+    let started = Instant::now();
+    let result = f().map_err(|e| format!("{name} failed: {e}"));
+    println!("==> {name}: {:.0} s", started.elapsed().as_secs_f64());
+    result
 }
 
 fn cargo(name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
@@ -124,11 +192,13 @@ mod tests {
             .add("test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out");
         totals.add("running 5 tests");
         totals.add("test passed_thing ... ok");
+        totals.add("     Summary [ 312.004s] 940 tests run: 936 passed, 4 failed, 2 skipped");
+        totals.add("        PASS [   0.010s] (1/940) cancelkit tests::passed");
         assert_eq!(
             totals,
             Totals {
-                passed: 15,
-                failed: 2
+                passed: 951,
+                failed: 6
             }
         );
     }

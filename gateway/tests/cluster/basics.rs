@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use super::fake::{DEADLINE, Node, Proxy, Worker, settings, tombstone, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_remote_cancel_reaches_the_owner_and_resolves_stopped() {
     let redis = RedisServer::start();
     let a = Node::start(&redis.url(), "a");
@@ -30,6 +31,7 @@ async fn a_remote_cancel_reaches_the_owner_and_resolves_stopped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn the_cancel_message_is_exactly_contextforges_payload_and_a_marker_is_stored() {
     let redis = RedisServer::start();
     let mut raw = redis::Client::open(redis.url())
@@ -73,6 +75,7 @@ async fn the_cancel_message_is_exactly_contextforges_payload_and_a_marker_is_sto
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn find_by_run_id_and_by_typed_bare_ids_drops_expired_and_unreadable_records() {
     let redis = RedisServer::start();
     let a = Node::start(&redis.url(), "a");
@@ -170,6 +173,7 @@ async fn find_by_run_id_and_by_typed_bare_ids_drops_expired_and_unreadable_recor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_worker_cut_off_when_the_cancel_went_out_applies_it_from_the_marker_after_reconnecting() {
     let redis = RedisServer::start();
     let proxy = Proxy::start(redis.port()).await;
@@ -203,6 +207,7 @@ async fn a_worker_cut_off_when_the_cancel_went_out_applies_it_from_the_marker_af
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn with_redis_gone_local_calls_return_at_once_or_within_their_timeouts() {
     let mut redis = RedisServer::start();
     let a = Node::start(&redis.url(), "a");
@@ -261,6 +266,7 @@ async fn with_redis_gone_local_calls_return_at_once_or_within_their_timeouts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn after_redis_restarts_empty_records_tombstones_and_deferred_cancels_come_back() {
     let mut redis = RedisServer::start();
     let a = Node::start(&redis.url(), "a");
@@ -323,6 +329,7 @@ async fn after_redis_restarts_empty_records_tombstones_and_deferred_cancels_come
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_tombstone_is_published_and_claimed_by_one_worker_only() {
     let mut redis = RedisServer::start();
     let a = Node::start(&redis.url(), "a");
@@ -359,6 +366,7 @@ async fn a_tombstone_is_published_and_claimed_by_one_worker_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn writes_waiting_for_redis_are_coalesced_per_run_and_bounded_oldest_first() {
     let mut redis = RedisServer::start();
     let mut settings = settings(&redis.url(), "a");
@@ -401,6 +409,7 @@ async fn writes_waiting_for_redis_are_coalesced_per_run_and_bounded_oldest_first
 
 // One thread: the link cannot send the last record between `record` and `shutdown`, only after.
 #[tokio::test(flavor = "current_thread")]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn shutting_down_sends_the_last_writes_and_leaves_the_channels() {
     let redis = RedisServer::start();
     let a = Node::start(&redis.url(), "a");

@@ -21,6 +21,7 @@ fn scoped(selector: &str, scope: Option<&str>, ttl: Duration) -> Tombstone {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn cancels_queued_longer_than_their_ttl_are_delivered_when_redis_comes_back() {
     let mut redis = RedisServer::start();
     let ttl = Duration::from_secs(1);
@@ -72,6 +73,7 @@ async fn cancels_queued_longer_than_their_ttl_are_delivered_when_redis_comes_bac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn at_the_bound_new_cancels_are_refused_and_queued_ones_never_evicted() {
     let mut redis = RedisServer::start();
     // A queue of 16 writes: a user's share is 2 cancels, users' together 8.
@@ -156,6 +158,7 @@ async fn at_the_bound_new_cancels_are_refused_and_queued_ones_never_evicted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_tombstone_stops_at_most_one_run_when_its_claims_meet_redis_errors() {
     let redis = RedisServer::start();
     let proxy = Proxy::start(redis.port()).await;

@@ -27,6 +27,7 @@ fn count(redis: &RedisServer, pattern: &str) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn after_redis_restarts_empty_cancels_not_acked_yet_are_written_again() {
     let mut redis = RedisServer::start();
     let mut a_settings = settings(&redis.url(), "a");
@@ -81,6 +82,7 @@ async fn after_redis_restarts_empty_cancels_not_acked_yet_are_written_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn index_keys_expire_with_the_records_they_name_and_running_records_are_leased() {
     let redis = RedisServer::start();
     let mut a_settings = settings(&redis.url(), "a");
@@ -136,6 +138,7 @@ async fn index_keys_expire_with_the_records_they_name_and_running_records_are_le
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_resync_writes_100000_retained_runs_however_often_the_link_breaks() {
     const RUNS: usize = 100_000;
     let redis = RedisServer::start();
@@ -172,6 +175,7 @@ async fn a_resync_writes_100000_retained_runs_however_often_the_link_breaks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "external: redis-server (`cargo xtask setup` installs it)"]
 async fn a_running_record_reads_lost_once_its_worker_stops_answering_or_restarts() {
     let redis = RedisServer::start();
     let proxy = Proxy::start(redis.port()).await;

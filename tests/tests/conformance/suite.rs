@@ -69,7 +69,7 @@ impl Job {
 impl Suite {
     /// Installs the pinned npm peers (panics if npm is missing or fails) and checks Node runs.
     pub(crate) fn install() -> Suite {
-        let node_dir = cancelkit_tests::node::install();
+        let node_dir = cancelkit_tests::node::dir();
         let version = Command::new("node")
             .arg("--version")
             .output()

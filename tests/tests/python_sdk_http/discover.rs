@@ -11,6 +11,7 @@ use crate::harness::{
 /// closed response stream. Nothing to resume (every exchange a POST), and nothing logged at
 /// WARNING or above.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn a_discover_2026_07_28_closing_the_stream_stops_the_tool_without_a_response() {
     let report = discover_run();
     let all = report.lines();
@@ -76,6 +77,7 @@ fn a_discover_2026_07_28_closing_the_stream_stops_the_tool_without_a_response() 
 /// ask the client anything), the server has sent the client no requests and no
 /// `notifications/cancelled`.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn b_discover_2026_07_28_server_sends_no_requests_and_no_notifications_cancelled() {
     let report = discover_run();
     let all = report.lines();

@@ -14,7 +14,7 @@ pub(crate) use crate::sdk_http::{Report, run_client};
 
 /// Starts a server and runs http_cancel_interop.py against it in one scenario.
 pub(crate) fn run(scenario: &'static str) -> Report {
-    let python = cancelkit_tests::python::install();
+    let python = cancelkit_tests::python::sdk_python();
     let script = cancelkit_tests::python::script("http_cancel_interop.py");
     run_client(&python, &script, "Python", scenario)
 }

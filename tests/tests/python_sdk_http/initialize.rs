@@ -12,6 +12,7 @@ use crate::harness::{Report, assert_client_cancel_honoured, assert_quiet, report
 /// logging nothing at WARNING or above, and the session serves the next call. A call answered
 /// with a JSON-RPC error, also on its event stream, is one the SDK does not resume.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn c_initialize_2025_11_25_notifications_cancelled_stops_the_tool_without_a_response() {
     let report = run("initialize");
     let all = report.lines();
@@ -129,6 +130,7 @@ fn c_initialize_2025_11_25_notifications_cancelled_stops_the_tool_without_a_resp
 /// sampling callback (which would sleep 30 s), the client answers nothing for it, and the tool
 /// result arrives.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn d_server_cancelling_its_sampling_request_interrupts_the_python_callback() {
     let report = run("server_cancels");
     let all = report.lines();

@@ -12,6 +12,7 @@ use crate::harness::{Report, assert_one_session, assert_quiet, reported, run, wa
 /// resumes that stream (it was primed, and ended without a result): told it has ended (405), it
 /// lets it be, reporting nothing.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn a_initialize_2025_11_25_aborting_call_tool_stops_the_tool_without_a_response() {
     let report = waiting_run("client_cancels");
     let all = report.lines();
@@ -115,6 +116,7 @@ fn a_initialize_2025_11_25_aborting_call_tool_stops_the_tool_without_a_response(
 /// handler's `extra.signal` (the handler would wait 30 s), the client answers nothing for it,
 /// and the tool result arrives.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn b_server_cancelling_its_sampling_request_aborts_the_handler_signal() {
     let report = run("server_cancels");
     let all = report.lines();
@@ -209,6 +211,7 @@ fn b_server_cancelling_its_sampling_request_aborts_the_handler_signal() {
 /// response it waits for), at the error's event id; told the stream has ended (405), it lets it
 /// be, reporting nothing, and the session serves the next call.
 #[test]
+#[ignore = "external: the npm and PyPI peers (`cargo xtask setup` installs them)"]
 fn c_initialize_2025_11_25_resuming_a_call_answered_with_an_error_is_told_it_ended() {
     let report = waiting_run("error_answer");
     let all = report.lines();

@@ -24,7 +24,7 @@ fn node() -> &'static str {
 
 /// Starts a server and runs http_cancel.mjs against it in one scenario.
 pub(crate) fn run(scenario: &'static str) -> Report {
-    let node_dir = cancelkit_tests::node::install();
+    let node_dir = cancelkit_tests::node::dir();
     // node resolves the SDK from the script's directory, where `install` put it.
     let script = node_dir.join("http_cancel.mjs");
     run_client(Path::new(node()), &script, "TypeScript", scenario)

@@ -28,7 +28,7 @@ pub const SCRIPT_LIMIT: Duration = Duration::from_secs(45);
 impl Script {
     /// `python tests/python/<script> args...` in the pinned venv (installed on first use).
     pub fn python(script: &str, args: &[&str]) -> Script {
-        let python = cancelkit_tests::python::install();
+        let python = cancelkit_tests::python::sdk_python();
         let mut command = Command::new(python);
         command
             .arg(cancelkit_tests::python::script(script))
@@ -39,7 +39,7 @@ impl Script {
 
     /// `node tests/node/<script> args...` with the pinned packages (installed on first use).
     pub fn node(script: &str, args: &[&str]) -> Script {
-        let dir = cancelkit_tests::node::install();
+        let dir = cancelkit_tests::node::dir();
         let mut command = Command::new("node");
         command.arg(script).args(args).current_dir(dir);
         Script::spawn(format!("node {script}"), command)
