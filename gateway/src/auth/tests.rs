@@ -1,11 +1,13 @@
 //! The verifier's checks: claims, keys of each kind, algorithm confusion, JWKS `kid` selection
-//! and its bounded refresh. Key pairs are made by the `openssl` CLI at test time.
+//! and its bounded refresh. Key pairs are made in-process at test time (`rcgen` on aws-lc-rs,
+//! and the `rsa` crate for the 1024-bit key that must be refused).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use jsonwebtoken::jwk::Jwk;
+use rsa::pkcs1::EncodeRsaPrivateKey;
+use rsa::pkcs8::{DecodePrivateKey, EncodePublicKey, LineEnding};
 use serde_json::{Value, json};
 
 use super::*;
@@ -21,87 +23,34 @@ pub(super) struct Pair {
     pub(super) jwk: Value,
 }
 
-pub(super) fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl CLI (needed to make test keys)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
+/// An RSA 2048 (`rsa`) or EC P-256 key pair. The public half is SPKI PEM (`BEGIN PUBLIC KEY`),
+/// what `openssl pkey -pubout` writes; the private half is PKCS#1 DER for RSA (rcgen writes
+/// PKCS#8, converted with the `rsa` crate) and PKCS#8 DER for EC, the forms `jsonwebtoken`'s
+/// `from_rsa_der` and `from_ec_der` read.
 fn make_pair(rsa: bool) -> Pair {
-    let dir = tempfile::tempdir().unwrap();
-    let alg = if rsa {
-        Algorithm::RS256
+    let (key, alg) = if rsa {
+        let key =
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+                .expect("an RSA 2048 key pair");
+        (key, Algorithm::RS256)
     } else {
-        Algorithm::ES256
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .expect("an EC P-256 key pair");
+        (key, Algorithm::ES256)
     };
-    if rsa {
-        openssl(
-            dir.path(),
-            &[
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out",
-                "key.pem",
-            ],
-        );
-        openssl(
-            dir.path(),
-            &[
-                "rsa",
-                "-in",
-                "key.pem",
-                "-traditional",
-                "-outform",
-                "DER",
-                "-out",
-                "key.der",
-            ],
-        );
-    } else {
-        openssl(
-            dir.path(),
-            &[
-                "genpkey",
-                "-algorithm",
-                "EC",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-out",
-                "key.pem",
-            ],
-        );
-        openssl(
-            dir.path(),
-            &[
-                "pkcs8", "-topk8", "-nocrypt", "-in", "key.pem", "-outform", "DER", "-out",
-                "key.der",
-            ],
-        );
-    }
-    openssl(
-        dir.path(),
-        &["pkey", "-in", "key.pem", "-pubout", "-out", "pub.pem"],
-    );
-    let der = std::fs::read(dir.path().join("key.der")).unwrap();
     let signing = if rsa {
-        EncodingKey::from_rsa_der(&der)
+        let pkcs1 = rsa::RsaPrivateKey::from_pkcs8_der(key.serialized_der())
+            .expect("rcgen's RSA key as PKCS#8 DER")
+            .to_pkcs1_der()
+            .expect("the RSA key as PKCS#1 DER");
+        EncodingKey::from_rsa_der(pkcs1.as_bytes())
     } else {
-        EncodingKey::from_ec_der(&der)
+        EncodingKey::from_ec_der(key.serialized_der())
     };
     let jwk = serde_json::to_value(Jwk::from_encoding_key(&signing, alg).unwrap()).unwrap();
     Pair {
         signing,
-        public_pem: std::fs::read_to_string(dir.path().join("pub.pem")).unwrap(),
+        public_pem: key.public_key_pem(),
         jwk,
     }
 }
@@ -391,25 +340,14 @@ fn pem_files_that_are_not_usable_public_keys_say_why() {
     assert!(e.contains("BEGIN PUBLIC KEY"), "{e}");
     let e = PublicKey::from_pem(&rsa(0).public_pem, Some(&[Algorithm::ES256])).unwrap_err();
     assert!(e.contains("ES256") && e.contains("RSA"), "{e}");
-    // A 1024-bit RSA key is too small.
-    let dir = tempfile::tempdir().unwrap();
-    openssl(
-        dir.path(),
-        &[
-            "genpkey",
-            "-algorithm",
-            "RSA",
-            "-pkeyopt",
-            "rsa_keygen_bits:1024",
-            "-out",
-            "k.pem",
-        ],
-    );
-    openssl(
-        dir.path(),
-        &["pkey", "-in", "k.pem", "-pubout", "-out", "p.pem"],
-    );
-    let small = std::fs::read_to_string(dir.path().join("p.pem")).unwrap();
+    // A 1024-bit RSA key is too small. rcgen (aws-lc-rs) makes 2048 bits and up, so the `rsa`
+    // crate makes this one, with the OS RNG (rand_core's `getrandom` feature is on in the
+    // gateway's tree: jsonwebtoken's `rand`).
+    let small = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024)
+        .expect("an RSA 1024 key")
+        .to_public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
     let e = PublicKey::from_pem(&small, None).unwrap_err();
     assert!(e.contains("1024 bits"), "{e}");
     for (names, needle) in [

@@ -1,14 +1,14 @@
-//! Keys, tokens, and an identity provider serving a JWKS: key pairs made by the `openssl`
-//! CLI, tokens signed with them, a JWKS endpoint on loopback that counts its fetches.
+//! Keys, tokens, and an identity provider serving a JWKS: key pairs made in-process (`rcgen` on
+//! aws-lc-rs), tokens signed with them, a JWKS endpoint on loopback that counts its fetches.
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use rsa::pkcs1::EncodeRsaPrivateKey;
+use rsa::pkcs8::DecodePrivateKey;
 use serde_json::{Value, json};
 
 use crate::support::{Gateway, client};
@@ -19,80 +19,34 @@ pub struct Pair {
     pub jwk: Value,
 }
 
-pub fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl CLI (needed to make test keys)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// An RSA 2048 (`rsa`) or EC P-256 key pair.
+/// An RSA 2048 (`rsa`) or EC P-256 key pair. The public half is SPKI PEM (`BEGIN PUBLIC KEY`),
+/// the file an operator gives the gateway; the private half is PKCS#1 DER for RSA (rcgen writes
+/// PKCS#8, converted with the `rsa` crate) and PKCS#8 DER for EC, the forms `jsonwebtoken`'s
+/// `from_rsa_der` and `from_ec_der` read.
 pub fn pair(rsa: bool) -> Pair {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    if rsa {
-        openssl(
-            d,
-            &[
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-out",
-                "k.pem",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "rsa",
-                "-in",
-                "k.pem",
-                "-traditional",
-                "-outform",
-                "DER",
-                "-out",
-                "k.der",
-            ],
-        );
+    let (key, alg) = if rsa {
+        let key =
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+                .expect("an RSA 2048 key pair");
+        (key, Algorithm::RS256)
     } else {
-        openssl(
-            d,
-            &[
-                "genpkey",
-                "-algorithm",
-                "EC",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-out",
-                "k.pem",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "pkcs8", "-topk8", "-nocrypt", "-in", "k.pem", "-outform", "DER", "-out", "k.der",
-            ],
-        );
-    }
-    openssl(d, &["pkey", "-in", "k.pem", "-pubout", "-out", "pub.pem"]);
-    let der = std::fs::read(d.join("k.der")).unwrap();
-    let (signing, alg) = if rsa {
-        (EncodingKey::from_rsa_der(&der), Algorithm::RS256)
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .expect("an EC P-256 key pair");
+        (key, Algorithm::ES256)
+    };
+    let signing = if rsa {
+        let pkcs1 = rsa::RsaPrivateKey::from_pkcs8_der(key.serialized_der())
+            .expect("rcgen's RSA key as PKCS#8 DER")
+            .to_pkcs1_der()
+            .expect("the RSA key as PKCS#1 DER");
+        EncodingKey::from_rsa_der(pkcs1.as_bytes())
     } else {
-        (EncodingKey::from_ec_der(&der), Algorithm::ES256)
+        EncodingKey::from_ec_der(key.serialized_der())
     };
     let jwk = serde_json::to_value(Jwk::from_encoding_key(&signing, alg).unwrap()).unwrap();
     Pair {
         signing,
-        public_pem: std::fs::read_to_string(d.join("pub.pem")).unwrap(),
+        public_pem: key.public_key_pem(),
         jwk,
     }
 }
