@@ -111,6 +111,7 @@ fn build_example(package: &str, name: &str, features: &[&str], profile: &str) ->
 
 /// Builds target `(kind, name)` (`example` or `bin`) of `package`; its executable.
 fn build(package: &str, (kind, name): (&str, &str), features: &[&str], profile: &str) -> PathBuf {
+    let features: Vec<String> = features.iter().map(|f| format!("{package}/{f}")).collect();
     let features = features.join(",");
     let mut command = Command::new(env!("CARGO"));
     command
@@ -119,11 +120,14 @@ fn build(package: &str, (kind, name): (&str, &str), features: &[&str], profile: 
             "--quiet",
             "--message-format=json-render-diagnostics",
         ])
+        // `--workspace`, not `-p package`: features are then unified across the workspace as
+        // `cargo test` unifies them, so the build finds what `cargo test` already built instead
+        // of compiling the package again with its own feature set (target names are unique
+        // in the workspace, so this builds only `name`).
         .args([
             "--profile",
             profile,
-            "-p",
-            package,
+            "--workspace",
             &format!("--{kind}"),
             name,
         ])

@@ -1,4 +1,4 @@
-//! `cancelkit::tls` with a CA each test generates (`openssl`): the RAP notifier reaches an
+//! `cancelkit::tls` with a CA each test generates (in-process, `rcgen`): the RAP notifier reaches an
 //! `https://` tool server only when it trusts the CA (`Notifier::with_ca_file`), a client built
 //! with `tls::client_builder` likewise, and `TlsListener` keeps serving while clients that never
 //! finish their handshake hold connections, closing them once the handshake time is up.
