@@ -7,6 +7,7 @@
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
 //! cargo xtask bench --readme      the guide's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
+//! cargo xtask fuzz cmin [TARGET]          minimise the committed corpus (seeds and regressions kept)
 //! cargo xtask survey [AGENT|MODE...]      `cancelkit check acp` against real agents, offline
 //! cargo xtask survey --readme             the guide's survey table from the last survey's reports
 //! cargo xtask docs                build the guide (docs/, mdBook) into target/book

@@ -1,7 +1,7 @@
 //! The hand-written seed inputs of every target, kept in `fuzz/corpus/<target>/seed-*` (a test
 //! checks they are there; `CANCELKIT_WRITE_SEEDS=1 cargo test -p cancelkit-fuzz --test replay
 //! the_seeds_are_in_the_corpus` writes them). The fuzzer's findings, minimized with
-//! `cargo fuzz cmin`, sit next to them.
+//! `cargo xtask fuzz cmin` (which keeps them), sit next to them.
 
 use std::path::Path;
 
