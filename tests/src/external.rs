@@ -86,3 +86,50 @@ pub fn python3() -> &'static str {
             .to_owned()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The panic message of `f`, which must panic.
+    fn message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+        let payload = std::panic::catch_unwind(f).expect_err("it fails the test");
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .expect("a text message")
+    }
+
+    #[test]
+    fn a_missing_program_fails_at_once_naming_setup() {
+        let text = message(|| {
+            binary("cancelkit-no-such-program", "no-such-package");
+        });
+        assert!(text.contains("`cargo xtask setup`"), "{text}");
+        assert!(text.contains("cancelkit-no-such-program"), "{text}");
+        assert!(text.contains("not on PATH"), "{text}");
+    }
+
+    #[test]
+    fn an_install_that_is_missing_or_older_than_its_source_fails_naming_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("requirements.txt");
+        std::fs::write(&source, "mcp==2.3.0\n").unwrap();
+        let install = dir.path().join("venv");
+        std::fs::create_dir(&install).unwrap();
+        let check = || check_stamp("the peers", &install, ".stamp", &source);
+
+        let text = message(check);
+        assert!(text.contains("`cargo xtask setup`"), "{text}");
+        assert!(text.contains("nothing is installed"), "{text}");
+
+        std::fs::write(install.join(".stamp"), "mcp==2.2.0\n").unwrap();
+        let text = message(check);
+        assert!(text.contains("`cargo xtask setup`"), "{text}");
+        assert!(text.contains("an older"), "{text}");
+
+        std::fs::write(install.join(".stamp"), "mcp==2.3.0\n").unwrap();
+        check();
+    }
+}
