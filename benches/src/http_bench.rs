@@ -1,5 +1,5 @@
 //! `cargo xtask bench http`: cancelkit's Streamable HTTP server (`McpHttpServer`) against rmcp
-//! 3.9's (`StreamableHttpService`), like for like.
+//! 3.11's (`StreamableHttpService`), like for like.
 //!
 //! Each server runs alone in a child process of the bench binary (`serve-http`, see
 //! [`server`]), on a multi-thread tokio runtime with as many workers as the machine has cores,
@@ -43,7 +43,7 @@ pub const CLIENTS: [usize; 3] = [1, 16, 64];
 pub enum Stack {
     /// cancelkit's `McpHttpServer`.
     Cancelkit,
-    /// rmcp 3.9's `StreamableHttpService`.
+    /// rmcp 3.11's `StreamableHttpService`.
     Rmcp,
 }
 
@@ -55,7 +55,7 @@ impl Stack {
     pub fn name(self) -> &'static str {
         match self {
             Stack::Cancelkit => "cancelkit",
-            Stack::Rmcp => "rmcp 3.9",
+            Stack::Rmcp => "rmcp 3.11",
         }
     }
 

@@ -3,7 +3,7 @@
 //! ContextForge, all in front of the same upstream MCP server, driven by the same Rust load
 //! generator.
 //!
-//! - **the upstream**: rmcp 3.9's Streamable HTTP server in a child process of the bench binary
+//! - **the upstream**: rmcp 3.11's Streamable HTTP server in a child process of the bench binary
 //!   (`upstream-http`, see [`upstream::command`] to swap it), tools `echo` and `sleep`;
 //! - **the stacks**: direct; the bare proxy (`proxy-http`, axum + reqwest, no logic); the
 //!   gateway (`target/release/cancelkit-gateway`, the upstream as its `url` upstream);

@@ -1,4 +1,4 @@
-//! An MCP server on rmcp 3.9 over stdio, the rmcp peer of `tests/check_peers.rs`: a slow tool
+//! An MCP server on rmcp 3.11 over stdio, the rmcp peer of `tests/check_peers.rs`: a slow tool
 //! `sleep {seconds}` and a fast tool `echo {text}`, written as an rmcp user would.
 //!
 //! * `sleep` awaits its timer and does not watch its cancellation token (most tools do not):

@@ -1,7 +1,7 @@
 //! `cancelkit check acp` run as a real process against real agents: cancelkit's own example agent
 //! (every MUST holds), an agent on the official ACP TypeScript SDK (`@agentclientprotocol/sdk`
 //! 2.4.0, pinned in tests/node), an agent on the official ACP Rust SDK (`agent-client-protocol`
-//! 5.0.0, examples/acp_sdk_agent.rs), a deliberately broken agent (exactly its faults fail), and
+//! 5.2.0, examples/acp_sdk_agent.rs), a deliberately broken agent (exactly its faults fail), and
 //! commands that cannot be spoken to (exit code 2). Each real agent's outcome per check id is
 //! asserted as it is today, so a change in its behaviour is noticed.
 

@@ -1,5 +1,5 @@
 //! `cancelkit check mcp --url` run as a real process against real Streamable HTTP servers on
-//! 127.0.0.1 (OS-chosen ports): rmcp 3.9 in-process at 2026-07-28 (a closed response stream is
+//! 127.0.0.1 (OS-chosen ports): rmcp 3.11 in-process at 2026-07-28 (a closed response stream is
 //! the cancel), forced to 2025-11-25 (a POSTed `notifications/cancelled`) and without
 //! 2026-07-28 (negotiated by `initialize` after `server/discover`), the official Python SDK
 //! 2.3.0 under uvicorn at both revisions, cancelkit's own `McpHttpServer` (the `mcp_server`

@@ -5,7 +5,7 @@
 //!
 //! * the cancelkit runtime's `mcp_server` example at each revision: every check applies where
 //!   the example supports it, and every one of those passes;
-//! * an rmcp 3.9 server (`examples/rmcp_server.rs`), at its newest revision and at 2025-11-25;
+//! * an rmcp 3.11 server (`examples/rmcp_server.rs`), at its newest revision and at 2025-11-25;
 //! * a server on the official Python SDK 2.x (`tests/python/check_server.py`, the pinned venv),
 //!   likewise;
 //! * a server on the official TypeScript SDK (`tests/node/check_server.mjs`, pinned), which
@@ -188,7 +188,7 @@ fn an_rmcp_server_today() {
             fail: &[],
             na: &NA_2026,
         },
-        // rmcp 3.9 implements tasks as the 2026-07-28 extension only
+        // rmcp 3.11 implements tasks as the 2026-07-28 extension only
         Today {
             server_args: &[],
             forced: Some("2025-11-25"),
@@ -197,7 +197,7 @@ fn an_rmcp_server_today() {
             na: &NA_2025_NO_TASKS,
         },
     ];
-    assert_today("rmcp 3.9", &server, &runs);
+    assert_today("rmcp 3.11", &server, &runs);
 }
 
 #[test]

@@ -177,7 +177,7 @@ fn cancel_method_tables() {
     assert_eq!(v2025::CancelTaskRequest::METHOD, "tasks/cancel");
 }
 
-/// 2026-07-28: our bindings read what rmcp 3.9 writes and rmcp reads what ours write, for the
+/// 2026-07-28: our bindings read what rmcp 3.11 writes and rmcp reads what ours write, for the
 /// cancel notification, `server/discover` and the tasks extension's task, state and ack.
 mod v2026 {
     use super::*;

@@ -66,7 +66,7 @@ pub fn report(results: &Results) -> Report {
     let mut report = Report::new(
         "http",
         format!(
-            "cancelkit's Streamable HTTP server (`McpHttpServer`) against rmcp 3.9's \
+            "cancelkit's Streamable HTTP server (`McpHttpServer`) against rmcp 3.11's \
              (`StreamableHttpService` with its `LocalSessionManager`), each with its defaults, \
              alone in a child process of the bench binary on a multi-thread tokio runtime of {w} \
              workers, on loopback; both serve the same two tools (`echo`, `sleep`) on the same \
@@ -126,7 +126,7 @@ pub fn report(results: &Results) -> Report {
         ]);
         report.target(
             format!(
-                "cancelkit ≥ {THROUGHPUT_GOAL:.1}× rmcp 3.9's echo round trips per second, \
+                "cancelkit ≥ {THROUGHPUT_GOAL:.1}× rmcp 3.11's echo round trips per second, \
                  {clients} client(s)"
             ),
             format!(
@@ -181,7 +181,7 @@ pub fn report(results: &Results) -> Report {
         };
         report.target(
             format!(
-                "cancelkit cancel → handler stopped p99 ≤ {CANCEL_P99_GOAL:.1}× rmcp 3.9's ({})",
+                "cancelkit cancel → handler stopped p99 ≤ {CANCEL_P99_GOAL:.1}× rmcp 3.11's ({})",
                 kind.name
             ),
             format!(
@@ -318,7 +318,7 @@ mod tests {
         assert_eq!(report.cdfs.len(), 2);
         let rendered = crate::report::readme::render(&report);
         assert!(
-            rendered.contains("| clients | cancelkit | rmcp 3.9 |"),
+            rendered.contains("| clients | cancelkit | rmcp 3.11 |"),
             "{rendered}"
         );
         assert!(rendered.contains("**MISSED**"));

@@ -74,7 +74,7 @@ pub fn build(results: &Results) -> Report {
     let mut report = Report::new(
         "http-gateway",
         format!(
-            "{}One Streamable HTTP MCP upstream (rmcp 3.9's server, in its own process, tools \
+            "{}One Streamable HTTP MCP upstream (rmcp 3.11's server, in its own process, tools \
              `echo` and `sleep`, Nagle off) called by the same Rust load generator (reqwest, \
              keep-alive, HTTP/1.1, a 2025-11-25 session per client, the same `initialize` and \
              `tools/call` bytes but for the tool's name): directly; through a bare pass-through \
@@ -345,7 +345,7 @@ pub fn build(results: &Results) -> Report {
     }
     table.note(
         "ContextForge's `/rpc` opens an upstream MCP session per call and cancels by ending it \
-         (a `DELETE` of the session; no `notifications/cancelled`). rmcp 3.9 lets the handlers \
+         (a `DELETE` of the session; no `notifications/cancelled`). rmcp 3.11 lets the handlers \
          of a closed session run on for up to 5 s (rmcp src/service.rs: the drain timeout for \
          `QuitReason::Closed`) before it cancels them, so the tool's stop lands about 5 s \
          later; the DELETE column is when ContextForge's cancel reached the upstream.",

@@ -1,4 +1,4 @@
-//! The one upstream every stack of the HTTP gateway benchmark calls: rmcp 3.9's Streamable HTTP
+//! The one upstream every stack of the HTTP gateway benchmark calls: rmcp 3.11's Streamable HTTP
 //! server (the official Rust SDK) in a child process of the bench binary
 //! (`cancelkit-bench upstream-http ADDR`), with two tools:
 //!

@@ -7,11 +7,11 @@
 pub enum Stack {
     /// cancelkit's Peer speaking MCP 2025-11-25.
     CancelkitMcp,
-    /// rmcp 3.9.
+    /// rmcp 3.11.
     Rmcp,
     /// cancelkit's Peer speaking ACP.
     CancelkitAcp,
-    /// agent-client-protocol 5.0.
+    /// agent-client-protocol 5.2.
     AcpSdk,
 }
 
@@ -28,9 +28,9 @@ impl Stack {
     pub fn name(self) -> &'static str {
         match self {
             Stack::CancelkitMcp => "cancelkit MCP",
-            Stack::Rmcp => "rmcp 3.9",
+            Stack::Rmcp => "rmcp 3.11",
             Stack::CancelkitAcp => "cancelkit ACP",
-            Stack::AcpSdk => "ACP SDK 5.0",
+            Stack::AcpSdk => "ACP SDK 5.2",
         }
     }
 

@@ -1,4 +1,4 @@
-//! `cargo xtask bench peer`: cancelkit's `Peer` against rmcp 3.9 (MCP) and the official ACP SDK
+//! `cargo xtask bench peer`: cancelkit's `Peer` against rmcp 3.11 (MCP) and the official ACP SDK
 //! 5.0 (ACP), like for like: every stack sends the same bytes, its server deserializes them into
 //! the same typed params and does the same work, and every scenario is run the same way for
 //! every stack, rounds interleaved.

@@ -1,4 +1,4 @@
-//! rmcp 3.9's Streamable HTTP MCP server, in-process on 127.0.0.1 (an OS-chosen port), for
+//! rmcp 3.11's Streamable HTTP MCP server, in-process on 127.0.0.1 (an OS-chosen port), for
 //! `cancelkit check mcp --url`. Tools: `sleep {seconds}` (stops when rmcp cancels it: a
 //! `notifications/cancelled` at the legacy revisions, a closed response stream at 2026-07-28)
 //! and `echo {text}`. rmcp serves every revision it knows on one endpoint: 2026-07-28

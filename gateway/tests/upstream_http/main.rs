@@ -1,4 +1,4 @@
-//! The Streamable HTTP upstream connector against a real third-party MCP server: rmcp 3.9's
+//! The Streamable HTTP upstream connector against a real third-party MCP server: rmcp 3.11's
 //! `StreamableHttpService`, in-process on 127.0.0.1, behind a tap that records every HTTP
 //! request it receives and counts the TCP connections it closes.
 //!

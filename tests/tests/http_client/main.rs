@@ -2,7 +2,7 @@
 //! travel as HTTP, against servers nobody here wrote and against small servers that misbehave
 //! on purpose.
 //!
-//! - rmcp 3.9's `StreamableHttpService` on 127.0.0.1, behind a tap that records every HTTP
+//! - rmcp 3.11's `StreamableHttpService` on 127.0.0.1, behind a tap that records every HTTP
 //!   request: with sessions (revisions up to 2025-11-25), at 2026-07-28 (served statelessly),
 //!   and without sessions answering JSON. Our peer negotiates, lists tools, calls them, answers
 //!   the server's `roots/list`, and cancels a call by dropping its future — the rmcp tool sees

@@ -1,4 +1,4 @@
-//! cancelkit against rmcp 3.9 at MCP 2026-07-28 (no handshake, per-request `_meta`), both
+//! cancelkit against rmcp 3.11 at MCP 2026-07-28 (no handshake, per-request `_meta`), both
 //! directions, over in-memory duplex pipes with a tap that records every line on the wire.
 //!
 //! - An rmcp client (`ClientLifecycleMode::Discover`, and `Auto`) against a cancelkit server

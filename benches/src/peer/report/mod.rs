@@ -18,8 +18,8 @@ pub fn report(results: &Results) -> Report {
     let mut report = Report::new(
         "peer",
         format!(
-            "cancelkit's `Peer` against rmcp 3.9 (MCP 2025-11-25, `tools/call`) and the official ACP \
-             SDK 5.0 (`session/prompt`). Every stack sends the same request bytes, its server \
+            "cancelkit's `Peer` against rmcp 3.11 (MCP 2025-11-25, `tools/call`) and the official ACP \
+             SDK 5.2 (`session/prompt`). Every stack sends the same request bytes, its server \
              deserializes them into the same typed params (rmcp's `CallToolRequestParams`, the ACP \
              SDK's `PromptRequest`) and answers with the same typed result. Eight conditions: an \
              in-memory duplex in one process or OS pipes to a child process serving on its \

@@ -18,10 +18,10 @@ pub(super) fn round_trips(
         &[
             "condition",
             "cancelkit MCP",
-            "rmcp 3.9",
+            "rmcp 3.11",
             "ratio",
             "cancelkit ACP",
-            "ACP SDK 5.0",
+            "ACP SDK 5.2",
             "ratio",
         ],
     );

@@ -1,4 +1,4 @@
-//! The official ACP SDK (agent-client-protocol 5.0) as an agent and a client.
+//! The official ACP SDK (agent-client-protocol 5.2) as an agent and a client.
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! rmcp 3.9 as an MCP server and client.
+//! rmcp 3.11 as an MCP server and client.
 
 use std::sync::Arc;
 

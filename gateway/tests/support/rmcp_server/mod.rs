@@ -1,4 +1,4 @@
-//! rmcp 3.9's Streamable HTTP MCP server, in-process on 127.0.0.1:0, with these tools:
+//! rmcp 3.11's Streamable HTTP MCP server, in-process on 127.0.0.1:0, with these tools:
 //! `echo {text}`, `big {bytes}`, `routed {region}` (its `region` annotated `x-mcp-header`),
 //! `sleep {seconds, label?}` (progress every 100 ms when asked; records its
 //! start, its end, and its cancellation — token fired or future dropped) and `fail` (a
