@@ -4,6 +4,7 @@
 //! cargo xtask codegen [--check]   regenerate generated/src from schema/ (or only check it)
 //! cargo xtask setup               install the external tests' tools (npm/PyPI peers, Redis, …)
 //! cargo xtask test                the whole test suite, as CI runs it (setup included)
+//! cargo xtask latest              the rmcp and acp features against the newest rmcp and ACP SDK
 //! cargo xtask bench [NAME...]     side-by-side benchmarks (release build)
 //! cargo xtask bench --readme      the guide's benchmark tables, from target/bench/*.json
 //! cargo xtask fuzz [TARGET] [--time S]   coverage-guided fuzzing (cargo-fuzz), each target in turn
@@ -19,6 +20,7 @@ mod bench;
 mod codegen;
 mod docs;
 mod fuzz;
+mod latest;
 mod package;
 mod setup;
 mod survey;
@@ -39,6 +41,10 @@ tasks:
                       installs anything (`cargo test` runs the hermetic tests without it)
   test                run the whole test suite as CI does: setup, codegen check, fmt, clippy,
                       every test (hermetic and external, with cargo-nextest), docs
+  latest              `cargo check` cancelkit's rmcp and acp features against the newest
+                      semver-compatible rmcp and agent-client-protocol (a `cargo update` of
+                      a scratch copy of Cargo.lock, in target/latest-check/); prints the
+                      versions it resolved
   bench [NAME...]     run side-by-side benchmarks in release mode (macro, peer, rap, load,
                       gateway, http by default; http-gateway, which installs ContextForge,
                       by name); --quick runs the short version of those that have one;
@@ -81,6 +87,7 @@ fn main() -> ExitCode {
         ["codegen", rest @ ..] => codegen::main(rest),
         ["setup", rest @ ..] => setup::main(rest),
         ["test"] => test::main(),
+        ["latest"] => latest::main(),
         ["bench", names @ ..] => bench::main(names),
         ["fuzz", rest @ ..] => fuzz::main(rest),
         ["survey", rest @ ..] => survey::main(rest),
