@@ -1,10 +1,13 @@
 //! `cargo xtask test`: the whole suite, in the order CI runs it.
 //!
 //! Setup ([`crate::setup`]: the external tests' tools) waits on the network, so it runs beside
-//! the checks that keep the CPU busy (codegen, fmt, clippy). Then every test, hermetic and
-//! external, with cargo-nextest (`--run-ignored all`: the external tests are the ignored ones),
-//! the doctests (nextest does not run them: they compile the README's and the guide's samples),
-//! `cargo doc`, and `cargo package` of the publishable crates.
+//! the checks that keep the CPU busy (codegen, fmt, clippy). Then the test binaries are built,
+//! and every test, hermetic and external, runs with cargo-nextest (`--run-ignored all`: the
+//! external tests are the ignored ones). The tests mostly wait — on their peers, child
+//! processes and timers — so the remaining checks compile beside them: the doctests (nextest
+//! does not run them: they compile the README's and the guide's samples), `cargo doc`, `cargo
+//! package` of the publishable crates and the newest compatible rmcp and ACP SDK
+//! ([`crate::latest`]); their output is printed after the tests'.
 
 use std::time::Instant;
 
@@ -44,7 +47,13 @@ pub fn main() -> Result<(), String> {
             .join()
             .unwrap_or_else(|_| Err("setup panicked".to_owned()))
     })?;
-    let mut totals = step("tests (nextest: hermetic and external)", || {
+    cargo(
+        "build the tests",
+        &["nextest", "run", "--workspace", "--locked", "--no-run"],
+        &[],
+    )?;
+    let beside = std::thread::spawn(beside_the_tests);
+    let tests = step("tests (nextest: hermetic and external)", || {
         counted(
             &[
                 "nextest",
@@ -58,24 +67,87 @@ pub fn main() -> Result<(), String> {
             ],
             true,
         )
-    })?;
-    let doctests = step("doctests", || {
-        counted(&["test", "--workspace", "--locked", "--doc"], false)
-    })?;
+    });
+    let (log, doctests) = beside.join().unwrap_or_else(|_| {
+        (
+            String::new(),
+            Err("the checks beside the tests panicked".into()),
+        )
+    });
+    print!("{log}");
+    let mut totals = tests?;
+    let doctests = doctests?;
     totals.passed += doctests.passed;
     totals.failed += doctests.failed;
-    cargo(
-        "doc",
-        &["doc", "--workspace", "--no-deps", "--locked"],
-        &[("RUSTDOCFLAGS", "-D warnings")],
-    )?;
-    step("package", crate::package::check)?;
     println!(
         "xtask test: all steps passed in {:.0} s",
         started.elapsed().as_secs_f64()
     );
     println!("tests: {} passed, {} failed", totals.passed, totals.failed);
     Ok(())
+}
+
+/// The doctests, `cargo doc`, `cargo package` and the newest-versions check, one after
+/// another while the tests run; what they printed (cargo's output is kept, to be shown after
+/// the tests'), and the doctests' count, or the first failure.
+fn beside_the_tests() -> (String, Result<Totals, String>) {
+    let mut log = String::new();
+    let result = (|| {
+        let doctests = kept(
+            &mut log,
+            "doctests",
+            &["test", "--workspace", "--locked", "--doc"],
+            &[],
+        )?;
+        kept(
+            &mut log,
+            "doc",
+            &["doc", "--workspace", "--no-deps", "--locked"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )?;
+        step("package", crate::package::check)?;
+        step(
+            "latest (the newest compatible rmcp and ACP SDK)",
+            crate::latest::check,
+        )?;
+        Ok(doctests)
+    })();
+    (log, result)
+}
+
+/// `cargo ARGS` with its output kept in `log` (and its libtest results counted).
+fn kept(
+    log: &mut String,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Totals, String> {
+    let started = Instant::now();
+    let output = crate::cargo()
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| format!("{name}: cannot run cargo: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut totals = Totals::default();
+    stdout.lines().for_each(|line| totals.add(line));
+    log.push_str(&format!("==> {name}\n{stderr}{stdout}"));
+    log.push_str(&format!(
+        "==> {name}: {:.0} s\n",
+        started.elapsed().as_secs_f64()
+    ));
+    if output.status.success() {
+        Ok(totals)
+    } else {
+        Err(format!(
+            "{name} failed: `cargo {}` exited with {} ({} passed, {} failed); its output is above",
+            args.join(" "),
+            output.status,
+            totals.passed,
+            totals.failed
+        ))
+    }
 }
 
 /// Summed `test result:` lines of a `cargo test` run.
