@@ -55,6 +55,23 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Raises this process's soft limit on open files (`RLIMIT_NOFILE`) to its hard limit, as the
+/// gateway does at start, and returns the soft limit now in force.
+///
+/// A test that holds many connections at once (a burst of hundreds of calls, each with its
+/// client and server socket) calls it first: a normal user's soft limit is often 1,024 while
+/// the hard limit is far higher, and root's is usually raised already, so without it such a
+/// test passes as root and fails as anyone else with "Too many open files".
+pub fn raise_fd_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit(RLIMIT_NOFILE)");
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    }
+}
+
 /// Builds one of the runtime's examples in the profile the running test was built in and
 /// returns the path of its binary, as cargo reports it.
 ///

@@ -243,6 +243,12 @@ fn summary(outcomes: &[Result<u16, String>]) -> String {
 
 /// Invokes `n` calls, then cancels them all at once through the runtime's `Notifier`.
 async fn burst(n: usize) {
+    // n client and n server sockets, and under `cargo test` the other burst's beside them
+    let limit = cancelkit_tests::raise_fd_limit();
+    assert!(
+        limit >= 4 * n as u64,
+        "{limit} open files are too few for a burst of {n}"
+    );
     let mut tools = Tools::start().await;
     let invocations = (0..n).map(|i| {
         let tools = &tools;
