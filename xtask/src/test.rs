@@ -173,10 +173,14 @@ impl Totals {
         } else {
             return;
         };
+        // "12 passed", also followed by a note: nextest's "887 passed (4 slow)"
         let count = |word: &str| {
             rest.split([';', ','])
-                .filter_map(|part| part.trim().strip_suffix(word))
-                .filter_map(|n| n.trim().rsplit(' ').next()?.parse::<u64>().ok())
+                .filter_map(|part| {
+                    let words: Vec<&str> = part.split_whitespace().collect();
+                    let at = words.iter().position(|w| *w == word)?;
+                    words.get(at.checked_sub(1)?)?.parse::<u64>().ok()
+                })
                 .sum::<u64>()
         };
         self.passed += count("passed");
@@ -265,11 +269,12 @@ mod tests {
         totals.add("running 5 tests");
         totals.add("test passed_thing ... ok");
         totals.add("     Summary [ 312.004s] 940 tests run: 936 passed, 4 failed, 2 skipped");
+        totals.add("     Summary [ 400.216s] 887 tests run: 887 passed (4 slow), 0 skipped");
         totals.add("        PASS [   0.010s] (1/940) cancelkit tests::passed");
         assert_eq!(
             totals,
             Totals {
-                passed: 951,
+                passed: 1838,
                 failed: 6
             }
         );
