@@ -10,6 +10,7 @@ fn number(cell: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "slow: a benchmark's short run, minutes of CPU (`cargo xtask test` runs it)"]
 fn both_servers_serve_every_load_and_stop_every_cancelled_handler() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_cancelkit-bench"))

@@ -32,6 +32,7 @@ fn number(cell: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "slow: a benchmark's short run, minutes of CPU (`cargo xtask test` runs it)"]
 fn every_stack_runs_every_condition_on_the_same_work() {
     let report = run_quick();
     let rows = report["data"]["rows"].as_array().expect("rows");

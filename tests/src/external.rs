@@ -6,7 +6,9 @@
 //! `cargo test` lists it as ignored, and `cargo xtask test` runs it (with `--run-ignored all`)
 //! after `cargo xtask setup` has installed what it needs. The tests never install anything:
 //! an external test run without its tool fails at once, in the helper that looks for the tool,
-//! with a message naming `cargo xtask setup` ([`missing`]). Nothing is skipped silently.
+//! with a message naming `cargo xtask setup` ([`missing`]). Nothing is skipped silently. (A few
+//! hermetic tests too slow for the inner loop carry `#[ignore = "slow: …"]` instead; `cargo xtask
+//! test` runs them with these.)
 //!
 //! What setup provisions, and where these helpers look for it (xtask/src/setup.rs does the
 //! installs; the two must agree):

@@ -91,6 +91,14 @@ pub fn example_with_features(name: &str, features: &[&str]) -> PathBuf {
     example_in_profile(name, features, &test_profile())
 }
 
+/// Builds one of the runtime's examples as `cargo run -p cancelkit --example NAME` does: with
+/// the runtime's own features only, not the workspace's (which [`example`] uses, so that it
+/// finds what `cargo test` built). Costs a build of the runtime in that feature set; for a test
+/// of what a user typing that command gets.
+pub fn example_alone(name: &str) -> PathBuf {
+    build_in("cancelkit", ("example", name), &[], &test_profile(), false)
+}
+
 /// The runtime's features an example needs (its `required-features`), added to every build of
 /// it: an example built once with and once without them would be two binaries at one path.
 const EXAMPLE_FEATURES: &[(&str, &[&str])] = &[("mcp_server", &["http", "mcp-server"])];
@@ -126,8 +134,21 @@ fn build_example(package: &str, name: &str, features: &[&str], profile: &str) ->
     build(package, ("example", name), features, profile)
 }
 
-/// Builds target `(kind, name)` (`example` or `bin`) of `package`; its executable.
-fn build(package: &str, (kind, name): (&str, &str), features: &[&str], profile: &str) -> PathBuf {
+/// Builds target `(kind, name)` (`example` or `bin`) of `package` with the workspace's
+/// features; its executable.
+fn build(package: &str, target: (&str, &str), features: &[&str], profile: &str) -> PathBuf {
+    build_in(package, target, features, profile, true)
+}
+
+/// Builds target `(kind, name)` of `package`, with the features unified across the workspace
+/// (`--workspace`) or the package's own (`-p package`); its executable.
+fn build_in(
+    package: &str,
+    (kind, name): (&str, &str),
+    features: &[&str],
+    profile: &str,
+    workspace: bool,
+) -> PathBuf {
     let features: Vec<String> = features.iter().map(|f| format!("{package}/{f}")).collect();
     let features = features.join(",");
     let mut command = Command::new(env!("CARGO"));
@@ -141,13 +162,13 @@ fn build(package: &str, (kind, name): (&str, &str), features: &[&str], profile: 
         // `cargo test` unifies them, so the build finds what `cargo test` already built instead
         // of compiling the package again with its own feature set (target names are unique
         // in the workspace, so this builds only `name`).
-        .args([
-            "--profile",
-            profile,
-            "--workspace",
-            &format!("--{kind}"),
-            name,
-        ])
+        .args(["--profile", profile])
+        .args(if workspace {
+            vec!["--workspace"]
+        } else {
+            vec!["-p", package]
+        })
+        .args([&format!("--{kind}"), name])
         .current_dir(workspace_root());
     if !features.is_empty() {
         command.args(["--features", &features]);
@@ -205,7 +226,7 @@ fn test_profile() -> String {
 }
 
 /// The workspace root.
-fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ sits in the workspace root")

@@ -12,6 +12,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// Held while a test builds and runs the example: both tests build it to the one path
+/// `target/<profile>/examples/cascade` in different feature sets, so they take turns, whether
+/// they run as threads of one process (`cargo test`) or as processes (nextest).
+fn turn() -> std::fs::File {
+    let path = cancelkit_tests::workspace_root()
+        .join("target")
+        .join("cascade-example.lock");
+    let file = std::fs::File::create(&path)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+    file.lock().expect("lock the cascade example");
+    file
+}
+
 /// Runs `binary` with `args`, killing it after `limit`; its exit status and stdout.
 fn run(binary: &Path, args: &[&str], limit: Duration) -> (bool, String) {
     let mut child = Command::new(binary)
@@ -63,16 +76,24 @@ fn one<'a>(events: &'a [Value], name: &str) -> &'a Value {
     found[0]
 }
 
+/// `cargo run -p cancelkit --example cascade`, as the README says: built without the rap
+/// feature, the example runs itself again with it (through cargo, in the same profile). Two
+/// builds of the runtime in feature sets of their own, a minute or more on two cores: run by
+/// `cargo xtask test`, and by `cargo test -- --ignored`.
 #[test]
-fn one_session_cancel_stops_every_hop() {
-    // `cargo run -p cancelkit --example cascade`, as the README says: built without the rap
-    // feature, the example runs itself again with it (through cargo, in the same profile).
-    let plain = cancelkit_tests::example("cascade");
+#[ignore = "slow: builds the runtime twice in feature sets of its own (`cargo xtask test` runs it)"]
+fn the_readme_command_runs_the_cascade_without_the_rap_feature() {
+    let _turn = turn();
+    let plain = cancelkit_tests::example_alone("cascade");
     let (ok, stdout) = run(&plain, &[], Duration::from_secs(600));
     assert!(ok, "{stdout}");
     assert!(stdout.contains("every hop observed"), "{stdout}");
+}
 
-    // Then with the feature, run directly, with its events.
+#[test]
+fn one_session_cancel_stops_every_hop() {
+    let _turn = turn();
+    // With the feature, run directly, with its events.
     let binary = cancelkit_tests::example_with_features("cascade", &["rap"]);
     let started = Instant::now();
     let (ok, stdout) = run(&binary, &["--events"], Duration::from_secs(60));
