@@ -3,19 +3,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use super::Peer;
 use super::dispatch::{self, Limits};
-use super::framing::{FrameDecoder, Framing};
+use super::framing::Framing;
 use super::handle::{PeerHandle, Shared};
 use super::policy::tasks::TaskLimits;
 use super::policy::{McpOptions, Protocol, Rules};
 use super::reader::read_loop;
 use super::router::Router;
+use super::transport::{self, Inbound, Outbound};
 use super::writer::{Outbox, write_loop};
 
 /// The largest message accepted by default (16 MiB); larger frames are answered with an error
@@ -337,12 +338,27 @@ impl PeerBuilder {
         self.max_id_len
     }
 
-    /// Starts serving the connection: spawns its reader and writer tasks on the current tokio
-    /// runtime.
+    /// Starts serving a byte stream: messages framed as [`PeerBuilder::framing`] says, none
+    /// longer than [`PeerBuilder::max_frame_len`]. This is [`PeerBuilder::serve`] over
+    /// [`transport::framed`].
     pub fn connect<Rd, Wr>(self, reader: Rd, writer: Wr) -> Peer
     where
         Rd: AsyncRead + Send + Unpin + 'static,
         Wr: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (incoming, outgoing) =
+            transport::framed(reader, writer, self.framing, self.max_frame_len);
+        self.serve(incoming, outgoing)
+    }
+
+    /// Starts serving a message transport: spawns the task that takes `incoming` messages and
+    /// the one that hands ours to `outgoing`, on the current tokio runtime. The connection
+    /// ends when `incoming` ends or fails, or when `outgoing` fails or takes nothing for the
+    /// [write timeout](PeerBuilder::write_timeout). See [`transport`](super::transport).
+    pub fn serve<In, Out>(self, incoming: In, outgoing: Out) -> Peer
+    where
+        In: Stream<Item = std::io::Result<Inbound>> + Send + Unpin + 'static,
+        Out: Sink<Outbound, Error = std::io::Error> + Send + Unpin + 'static,
     {
         let rules = Rules::new(
             self.protocol,
@@ -382,17 +398,16 @@ impl PeerBuilder {
         };
         let stop_writing = CancellationToken::new();
         let writer_task = tokio::spawn(write_loop(
-            writer,
+            outgoing,
             out_rx,
             output_budget,
-            self.framing,
             self.write_timeout,
             stop_writing.clone(),
             shared.stop_reading.clone(),
         ));
         let reader_task = tokio::spawn(read_loop(
             handle.clone(),
-            FramedRead::new(reader, FrameDecoder::new(self.framing, self.max_frame_len)),
+            incoming,
             self.shutdown_grace,
             stop_writing,
             writer_task,

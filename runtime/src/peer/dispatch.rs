@@ -20,6 +20,7 @@ use super::policy::Kind;
 use super::policy::tasks::{self, Tasks};
 use super::registry::{self};
 use super::router::{BoxFuture, Context, Reply, RequestRoute};
+use super::transport::{Outbound, OutboundKind};
 use super::wire;
 use crate::cancellable::declared::Declared;
 use crate::{CancelReason, JsonRpcError, Scope};
@@ -79,11 +80,13 @@ pub(crate) async fn request(
             "refused a request whose id or progress token is over the bound"
         );
         let answer_to = refused.echo_id.then_some(&id);
-        if !shared
-            .outbox
-            .send(wire::error(answer_to, &refused.error))
-            .await
-        {
+        let answer = Outbound::new(
+            OutboundKind::Response {
+                id: answer_to.cloned(),
+            },
+            wire::error(answer_to, &refused.error),
+        );
+        if !shared.outbox.send(answer).await {
             tracing::debug!("the connection closed before the answer could be sent");
         }
         return;
@@ -306,7 +309,10 @@ impl Request {
                 cancelkit_protocol::mcp::v2026_07_28::CancelledNotificationParams::METHOD,
                 wire::params(&params).as_deref(),
             );
-            shared.outbox.send(message).await;
+            shared
+                .outbox
+                .send(Outbound::new(OutboundKind::Notification, message))
+                .await;
             return;
         }
         let reply = shared.rules.edit_reply(self.kind, finished, reply);
@@ -375,6 +381,12 @@ async fn send_reply(peer: &PeerHandle, id: &RequestId, reply: &Reply) {
         Ok(result) => wire::result(id, result),
         Err(error) => wire::error(Some(id), error),
     };
+    let message = Outbound::new(
+        OutboundKind::Response {
+            id: Some(id.clone()),
+        },
+        message,
+    );
     if !peer.shared.outbox.send(message).await {
         tracing::debug!(request_id = %id, "the connection closed before the answer could be sent");
     }

@@ -4,7 +4,7 @@
 //! [`Frame::Rejected`] item and decoding resumes at the next frame, so bad input costs one error
 //! response, never the connection. Only I/O errors end the stream.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 
 /// How messages are delimited on the byte stream.
@@ -228,15 +228,17 @@ impl Decoder for FrameDecoder {
 }
 
 /// Appends one framed message to `out`.
-pub(crate) fn encode(framing: Framing, message: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn encode(framing: Framing, message: &[u8], out: &mut impl BufMut) {
     match framing {
         Framing::Lines => {
-            out.extend_from_slice(message);
-            out.push(b'\n');
+            out.put_slice(message);
+            out.put_u8(b'\n');
         }
         Framing::ContentLength => {
-            out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", message.len()).as_bytes());
-            out.extend_from_slice(message);
+            out.put_slice(b"Content-Length: ");
+            out.put_slice(message.len().to_string().as_bytes());
+            out.put_slice(b"\r\n\r\n");
+            out.put_slice(message);
         }
     }
 }

@@ -16,6 +16,7 @@ use super::dispatch::{Limits, QueuedNotification};
 use super::policy::{Protocol, Rules, tasks};
 use super::registry::Registry;
 use super::router::{Reply, Router};
+use super::transport::{Outbound, OutboundKind};
 use super::wire;
 use super::writer::Outbox;
 use crate::sync::lock;
@@ -254,7 +255,8 @@ impl Shared {
         }
         tracing::debug!(request_id = %request, task_id = task, "sending tasks/cancel for the task our request created");
         let message = wire::request(&id, tasks::CANCEL, wire::params(&params).as_deref());
-        self.outbox.send_anyway(message);
+        self.outbox
+            .send_anyway(Outbound::new(OutboundKind::Request { id }, message));
     }
 
     /// Starts watching `token` for progress; `None` if it is watched already or the map is full.
@@ -328,7 +330,8 @@ impl Shared {
         tracing::info!(request_id = %id, method, cause = %cause.full(), "cancelled a request of ours");
         let reason = self.reason_policy.outgoing(cause);
         if let Some(message) = self.rules.cancel_message(id, method, reason.as_deref()) {
-            self.outbox.send_anyway(message);
+            let kind = OutboundKind::Cancel { id: id.clone() };
+            self.outbox.send_anyway(Outbound::new(kind, message));
         }
     }
 }

@@ -63,6 +63,7 @@ mod policy;
 mod reader;
 mod registry;
 pub(crate) mod router;
+pub mod transport;
 pub(crate) mod wire;
 mod writer;
 
@@ -83,6 +84,7 @@ pub use outgoing::{OutgoingRequest, RequestError};
 pub use policy::tasks::DEFAULT_TASK_TTL;
 pub use policy::{McpRevision, Protocol};
 pub use router::{Context, Router};
+pub use transport::{Inbound, Message, Outbound, OutboundKind};
 
 /// A served connection. Dropping it does not close the connection; use
 /// [`PeerHandle::close`] or let the other side hang up.

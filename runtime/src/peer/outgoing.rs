@@ -16,6 +16,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::disconnect::OutgoingCause;
 use super::handle::{PendingReply, Progress, Shared, task_id_of};
+use super::transport::Outbound;
 use crate::{CancelReason, Cancelled, JsonRpcError, Scope};
 
 /// MCP 2026-07-28: how long a `tools/call` given up before its answer is remembered, in case
@@ -125,7 +126,7 @@ struct ProgressTimeout {
 
 /// A request waiting for room in our output queue.
 struct Unsent {
-    message: Vec<u8>,
+    message: Outbound,
     cost: u32,
     room: Pin<Box<dyn Future<Output = bool> + Send>>,
 }
@@ -156,7 +157,7 @@ impl<R> OutgoingRequest<R> {
         id: RequestId,
         method: Arc<str>,
         rx: oneshot::Receiver<PendingReply>,
-        unsent: Option<Vec<u8>>,
+        unsent: Option<Outbound>,
     ) -> Self {
         let unsent = unsent.map(|message| {
             let (cost, room) = shared.outbox.room_for(&message);

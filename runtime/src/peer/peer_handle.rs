@@ -6,12 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cancelkit_protocol::jsonrpc::RequestId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::outgoing::{OutgoingRequest, RequestError};
 use super::policy::Protocol;
 use super::registry::Cancel;
+use super::transport::{Outbound, OutboundKind};
 use super::wire;
 use super::writer::TrySend;
 use crate::CancelReason;
@@ -74,7 +75,10 @@ impl PeerHandle {
         let progress_token = matches!(shared.rules.protocol, Protocol::Mcp(_))
             .then(|| progress_token_of(params.as_deref()))
             .flatten();
-        let message = wire::request(&id, method, params.as_deref());
+        let message = Outbound::new(
+            OutboundKind::Request { id: id.clone() },
+            wire::request(&id, method, params.as_deref()),
+        );
         let (tx, rx) = oneshot::channel();
         lock(&shared.pending).insert(
             id.clone(),
@@ -211,7 +215,12 @@ impl PeerHandle {
             tracing::warn!(method, "{why}");
             return Err(RequestError::NotAllowed(why));
         }
+        let kind = match params.get("progressToken").map(RequestId::deserialize) {
+            Some(Ok(token)) => OutboundKind::Progress { token },
+            _ => OutboundKind::Notification,
+        };
         let message = wire::notification(method, wire::params(&params).as_deref());
+        let message = Outbound::new(kind, message);
         if !self.shared.closed() && self.shared.outbox.send(message).await {
             Ok(())
         } else {

@@ -1,31 +1,31 @@
-//! The peer's side of the byte stream: the task that reads frames, classifies each message and
+//! The peer's side of the transport: the task that takes incoming messages, classifies each and
 //! applies cancels at once — nothing else — and closes the connection when the stream ends.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cancelkit_protocol::jsonrpc::ErrorCode;
-use futures_util::StreamExt;
-use tokio::io::AsyncRead;
+use futures_util::{Stream, StreamExt};
 use tokio::task::JoinHandle;
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch;
-use super::framing::{Frame, FrameDecoder};
 use super::handle::PeerHandle;
 use super::limits::id_len;
+use super::transport::{Inbound, Outbound, OutboundKind};
 use super::wire::{self, Incoming};
 use crate::{CancelReason, JsonRpcError};
 
 /// Reads until the peer hangs up, a read fails, or the connection is closed; then closes it.
-pub(crate) async fn read_loop<Rd: AsyncRead + Unpin>(
+pub(crate) async fn read_loop<In>(
     peer: PeerHandle,
-    mut frames: FramedRead<Rd, FrameDecoder>,
+    mut frames: In,
     grace: Duration,
     stop_writing: CancellationToken,
     writer_task: JoinHandle<()>,
-) {
+) where
+    In: Stream<Item = std::io::Result<Inbound>> + Unpin,
+{
     let shared = Arc::clone(&peer.shared);
     let stop = shared.stop_reading.clone();
     loop {
@@ -48,25 +48,32 @@ pub(crate) async fn read_loop<Rd: AsyncRead + Unpin>(
         tokio::select! {
             biased;
             () = stop.cancelled() => break,
-            () = handle_frame(&peer, frame) => {}
+            () = handle_inbound(&peer, frame) => {}
         }
     }
     close(&peer, grace, stop_writing, writer_task).await;
 }
 
-async fn handle_frame(peer: &PeerHandle, frame: Frame) {
-    let shared = &peer.shared;
-    let bytes = match frame {
-        Frame::Message(bytes) => bytes,
-        Frame::Rejected(why) => {
+async fn handle_inbound(peer: &PeerHandle, inbound: Inbound) {
+    match inbound {
+        Inbound::Frame(bytes) => handle(peer, wire::parse(&bytes)).await,
+        Inbound::Message(mut message) => handle(peer, message.as_incoming()).await,
+        Inbound::Rejected(why) => {
             tracing::warn!(why, "rejected a frame");
             let error =
                 JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(why);
-            shared.outbox.send(wire::error(None, &error)).await;
-            return;
+            let answer = wire::error(None, &error);
+            peer.shared
+                .outbox
+                .send(Outbound::new(OutboundKind::Response { id: None }, answer))
+                .await;
         }
-    };
-    match wire::parse(&bytes) {
+    }
+}
+
+async fn handle(peer: &PeerHandle, incoming: Incoming<'_>) {
+    let shared = &peer.shared;
+    match incoming {
         Incoming::Request { id, method, params } => {
             dispatch::request(peer, id, &method, params).await;
         }
@@ -85,7 +92,11 @@ async fn handle_frame(peer: &PeerHandle, frame: Frame) {
             tracing::warn!(error = %error, data = ?error.data, "invalid message from the peer");
             // An id over the bound is not echoed: the answer goes to `null`.
             let id = id.filter(|id| id_len(id) <= shared.limits.max_id_len);
-            shared.outbox.send(wire::error(id.as_ref(), &error)).await;
+            let answer = wire::error(id.as_ref(), &error);
+            shared
+                .outbox
+                .send(Outbound::new(OutboundKind::Response { id }, answer))
+                .await;
         }
         Incoming::Ignored(why) => tracing::warn!(why, "ignored a message from the peer"),
     }

@@ -1,5 +1,5 @@
-//! Our side of the byte stream: a bounded queue of outgoing messages ([`Outbox`]) and the task
-//! that writes it ([`write_loop`]).
+//! Our side of the transport: a bounded queue of outgoing messages ([`Outbox`]) and the task
+//! that hands it to the transport's sink ([`write_loop`]).
 //!
 //! Everything we send — answers, errors, our requests and notifications, cancels — waits in the
 //! outbox until the writer has written it. The outbox holds at most its byte budget: when the
@@ -9,16 +9,16 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use futures_util::{Sink, SinkExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::Budget;
-use super::framing::{self, Framing};
+use super::transport::Outbound;
 
 /// One message waiting to be written, with the room it took in the budget.
 pub(crate) struct Queued {
-    bytes: Vec<u8>,
+    message: Outbound,
     cost: u32,
 }
 
@@ -37,7 +37,7 @@ pub(crate) enum TrySend {
     /// Queued.
     Sent,
     /// No room now: the message is handed back.
-    Full(Vec<u8>),
+    Full(Outbound),
     /// The connection is closed.
     Closed,
 }
@@ -52,12 +52,12 @@ impl Outbox {
         (Self { tx, budget }, rx)
     }
 
-    fn cost(&self, message: &[u8]) -> u32 {
-        self.budget.cost_of_bytes(message.len())
+    fn cost(&self, message: &Outbound) -> u32 {
+        self.budget.cost_of_bytes(message.bytes().len())
     }
 
-    fn push(&self, bytes: Vec<u8>, cost: u32) -> bool {
-        match self.tx.send(Queued { bytes, cost }) {
+    fn push(&self, message: Outbound, cost: u32) -> bool {
+        match self.tx.send(Queued { message, cost }) {
             Ok(()) => true,
             Err(unsent) => {
                 self.budget.give_back(unsent.0.cost);
@@ -67,13 +67,13 @@ impl Outbox {
     }
 
     /// Queues a message, waiting for room; `false` if the connection is closed.
-    pub(crate) async fn send(&self, message: Vec<u8>) -> bool {
+    pub(crate) async fn send(&self, message: Outbound) -> bool {
         let cost = self.cost(&message);
         self.budget.take(cost).await && self.push(message, cost)
     }
 
     /// Queues a message if there is room now.
-    pub(crate) fn try_send(&self, message: Vec<u8>) -> TrySend {
+    pub(crate) fn try_send(&self, message: Outbound) -> TrySend {
         let cost = self.cost(&message);
         if !self.budget.try_take(cost) {
             return if self.tx.is_closed() {
@@ -93,7 +93,7 @@ impl Outbox {
     /// could not be queued at once). `true` once the room is taken.
     pub(crate) fn room_for(
         &self,
-        message: &[u8],
+        message: &Outbound,
     ) -> (
         u32,
         impl std::future::Future<Output = bool> + Send + 'static,
@@ -103,14 +103,14 @@ impl Outbox {
     }
 
     /// Queues a message whose room was taken with [`Outbox::room_for`].
-    pub(crate) fn send_taken(&self, message: Vec<u8>, cost: u32) -> bool {
+    pub(crate) fn send_taken(&self, message: Outbound, cost: u32) -> bool {
         self.push(message, cost)
     }
 
     /// Queues a message now, over the budget if need be. Only for cancel notifications, which
     /// are sent from `Drop` and cannot wait: there is at most one per request of ours, so
     /// their number is bounded by the requests the application holds.
-    pub(crate) fn send_anyway(&self, message: Vec<u8>) -> bool {
+    pub(crate) fn send_anyway(&self, message: Outbound) -> bool {
         let cost = self.cost(&message);
         let cost = if self.budget.try_take(cost) { cost } else { 0 };
         self.push(message, cost)
@@ -132,26 +132,23 @@ impl Outbox {
     }
 }
 
-/// The largest batch gathered into one write.
+/// The most bytes of messages handed to the sink before it is flushed.
 const BATCH: usize = 1 << 20;
 
-/// The most a writer with nothing queued keeps of its write buffer.
-const IDLE_BUFFER: usize = 64 * 1024;
-
-/// Writes queued messages, batching whatever is queued into one write, until `stop`; then
-/// writes what is still queued and shuts the stream down. A write error, or a write that makes
-/// no progress for `write_timeout` (the peer is not reading), closes the connection
-/// (`close_reading`).
-pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
-    mut writer: W,
+/// Hands queued messages to `sink`, as many as are queued (up to [`BATCH`]) before each flush,
+/// until `stop`; then hands over what is still queued and closes the sink. A sink error, or a
+/// flush that does not complete within `write_timeout` (the peer is not reading), closes the
+/// connection (`close_reading`).
+pub(crate) async fn write_loop<S>(
+    mut sink: S,
     mut rx: mpsc::UnboundedReceiver<Queued>,
     budget: Budget,
-    framing: Framing,
     write_timeout: Duration,
     stop: CancellationToken,
     close_reading: CancellationToken,
-) {
-    let mut buffer = Vec::with_capacity(8 * 1024);
+) where
+    S: Sink<Outbound, Error = std::io::Error> + Unpin,
+{
     loop {
         let first = tokio::select! {
             biased;
@@ -161,28 +158,22 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
         let Some(first) = first else {
             break;
         };
-        buffer.clear();
         let mut cost = first.cost;
-        framing::encode(framing, &first.bytes, &mut buffer);
-        drop(first);
-        // Everything queued meanwhile goes out in the same write.
-        while buffer.len() < BATCH
-            && let Ok(message) = rx.try_recv()
-        {
-            framing::encode(framing, &message.bytes, &mut buffer);
-            cost += message.cost;
-        }
         let written = tokio::time::timeout(write_timeout, async {
-            writer.write_all(&buffer).await?;
-            writer.flush().await
+            let mut bytes = first.message.bytes().len();
+            sink.feed(first.message).await?;
+            // Everything queued meanwhile goes out in the same write.
+            while bytes < BATCH
+                && let Ok(message) = rx.try_recv()
+            {
+                bytes += message.message.bytes().len();
+                cost += message.cost;
+                sink.feed(message.message).await?;
+            }
+            sink.flush().await
         })
         .await;
         budget.give_back(cost);
-        if buffer.capacity() > 2 * BATCH || (buffer.capacity() > IDLE_BUFFER && rx.is_empty()) {
-            // A burst (or one huge message) is over: an idle connection does not keep its
-            // buffer (up to a megabyte) for the rest of its life.
-            buffer = Vec::with_capacity(8 * 1024);
-        }
         match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
@@ -202,15 +193,12 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
             }
         }
     }
-    // Stopping: write what is still queued (the reader bounds this by the shutdown grace).
+    // Stopping: hand over what is still queued (the reader bounds this by the shutdown grace).
     budget.close();
-    buffer.clear();
     while let Ok(message) = rx.try_recv() {
-        framing::encode(framing, &message.bytes, &mut buffer);
+        if sink.feed(message.message).await.is_err() {
+            return;
+        }
     }
-    if !buffer.is_empty() {
-        let _ = writer.write_all(&buffer).await;
-    }
-    let _ = writer.flush().await;
-    let _ = writer.shutdown().await;
+    let _ = sink.close().await;
 }

@@ -1,0 +1,251 @@
+//! The seam between the [`Peer`](super::Peer) core and what carries its messages.
+//!
+//! The core takes a [`Stream`] of [`Inbound`] messages and gives a [`Sink`] of [`Outbound`] ones
+//! ([`PeerBuilder::serve`](super::PeerBuilder::serve)). Every rule and bound the peer applies —
+//! cancels handled before the next message is read, in-flight bounds, the output budget and
+//! its write timeout — lives in the core, so every transport gets the same ones.
+//!
+//! Two halves rather than one object (as rmcp's `Transport` is): the core reads and writes in two
+//! tasks, so that a cancel is read and applied while a slow peer holds up our writes.
+//!
+//! - Byte streams (stdio, sockets, pipes): [`framed`] turns an `AsyncRead` and an `AsyncWrite`
+//!   into the two halves, with newline-delimited or `Content-Length` [`Framing`];
+//!   [`PeerBuilder::connect`](super::PeerBuilder::connect) is `serve` over it.
+//! - Message transports (the Streamable HTTP server) hand the core parsed messages
+//!   ([`Inbound::Message`]) and route each outgoing message by its [`OutboundKind`] — the bytes
+//!   are serialised once, by the core, and written as they are.
+
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use cancelkit_protocol::jsonrpc::RequestId;
+use futures_util::{Sink, Stream, StreamExt};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::codec::{Encoder, FramedRead, FramedWrite};
+
+use super::framing::{self, Frame, FrameDecoder, Framing};
+use super::wire;
+use crate::JsonRpcError;
+
+/// One JSON-RPC message, parsed: the method and id read, the params and result kept as raw
+/// JSON text for the handler to read into its own type.
+#[derive(Debug)]
+pub enum Message {
+    /// A call that wants a response.
+    Request {
+        /// Its id.
+        id: RequestId,
+        /// Its method.
+        method: String,
+        /// Its params, as sent.
+        params: Option<Box<RawValue>>,
+    },
+    /// A one-way message.
+    Notification {
+        /// Its method.
+        method: String,
+        /// Its params, as sent.
+        params: Option<Box<RawValue>>,
+    },
+    /// An answer to a request.
+    Response {
+        /// The id of the request it answers.
+        id: RequestId,
+        /// Its result, or its error.
+        outcome: Result<Box<RawValue>, JsonRpcError>,
+    },
+}
+
+/// What a transport hands the core.
+#[derive(Debug)]
+pub enum Inbound {
+    /// One message's bytes, not parsed yet (byte framings): the core parses them, answering
+    /// what is not valid JSON-RPC as the specification says.
+    Frame(Bytes),
+    /// A message the transport has parsed already.
+    Message(Message),
+    /// A frame the transport could not take (too long, unreadable headers): answered with
+    /// -32600 and this text as its data, and the connection goes on.
+    Rejected(&'static str),
+}
+
+/// What an outgoing message is, for a transport that routes messages (an HTTP server sends
+/// each on the stream it belongs to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutboundKind {
+    /// An answer to the peer's request `id` (`None`: to a message whose id could not be read).
+    Response {
+        /// The id of the request answered.
+        id: Option<RequestId>,
+    },
+    /// A request of ours.
+    Request {
+        /// Its id.
+        id: RequestId,
+    },
+    /// Our cancel of our request `id`.
+    Cancel {
+        /// The id of the request of ours it cancels.
+        id: RequestId,
+    },
+    /// A notification whose params name a progress `token` (MCP `notifications/progress`).
+    Progress {
+        /// The token.
+        token: RequestId,
+    },
+    /// Any other notification.
+    Notification,
+}
+
+/// A message of ours, serialised once: its bytes (one JSON object, no framing) and its kind.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    kind: OutboundKind,
+    bytes: Bytes,
+}
+
+impl Outbound {
+    pub(crate) fn new(kind: OutboundKind, bytes: impl Into<Bytes>) -> Self {
+        Self {
+            kind,
+            bytes: bytes.into(),
+        }
+    }
+
+    /// What the message is.
+    pub fn kind(&self) -> &OutboundKind {
+        &self.kind
+    }
+
+    /// Its bytes: one JSON-RPC message, without framing.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// Its bytes, taken.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+}
+
+impl Message {
+    /// The borrowed form the core handles.
+    pub(crate) fn as_incoming(&mut self) -> wire::Incoming<'_> {
+        match self {
+            Message::Request { id, method, params } => wire::Incoming::Request {
+                id: id.clone(),
+                method: Cow::Borrowed(method),
+                params: params.as_deref(),
+            },
+            Message::Notification { method, params } => wire::Incoming::Notification {
+                method: Cow::Borrowed(method),
+                params: params.as_deref(),
+            },
+            Message::Response { id, outcome } => wire::Incoming::Response {
+                id: id.clone(),
+                outcome: std::mem::replace(outcome, Ok(RawValue::NULL.to_owned())),
+            },
+        }
+    }
+}
+
+/// The two halves of a transport over bytes: `reader` cut into frames (none longer than
+/// `max_len`; a longer one is rejected and skipped), and messages framed onto `writer`, as
+/// many as are queued in one write.
+pub fn framed<R, W>(
+    reader: R,
+    writer: W,
+    framing: Framing,
+    max_len: usize,
+) -> (FramedIncoming<R>, FramedOutgoing<W>)
+where
+    R: AsyncRead,
+    W: AsyncWrite,
+{
+    let incoming = FramedIncoming {
+        inner: FramedRead::new(reader, FrameDecoder::new(framing, max_len)),
+    };
+    let mut outgoing = FramedWrite::new(writer, FrameEncoder(framing));
+    outgoing.set_backpressure_boundary(BATCH);
+    (incoming, FramedOutgoing { inner: outgoing })
+}
+
+/// The incoming half of a byte transport: see [`framed`].
+#[derive(Debug)]
+pub struct FramedIncoming<R> {
+    inner: FramedRead<R, FrameDecoder>,
+}
+
+impl<R: AsyncRead + Unpin> Stream for FramedIncoming<R> {
+    type Item = std::io::Result<Inbound>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx).map(|frame| {
+            frame.map(|frame| {
+                frame.map(|frame| match frame {
+                    Frame::Message(bytes) => Inbound::Frame(bytes),
+                    Frame::Rejected(why) => Inbound::Rejected(why),
+                })
+            })
+        })
+    }
+}
+
+/// Messages gathered into one write at most (bytes); beyond, the sink writes before it takes
+/// more.
+const BATCH: usize = 1 << 20;
+
+/// The most a writer with nothing queued keeps of its write buffer.
+const IDLE_BUFFER: usize = 64 * 1024;
+
+/// Frames outgoing messages.
+#[derive(Debug)]
+struct FrameEncoder(Framing);
+
+impl Encoder<Outbound> for FrameEncoder {
+    type Error = std::io::Error;
+
+    fn encode(&mut self, item: Outbound, dst: &mut bytes::BytesMut) -> std::io::Result<()> {
+        framing::encode(self.0, &item.bytes, dst);
+        Ok(())
+    }
+}
+
+/// The outgoing half of a byte transport: see [`framed`].
+#[derive(Debug)]
+pub struct FramedOutgoing<W> {
+    inner: FramedWrite<W, FrameEncoder>,
+}
+
+impl<W: AsyncWrite + Unpin> Sink<Outbound> for FramedOutgoing<W> {
+    type Error = std::io::Error;
+
+    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_ready(cx)
+    }
+
+    fn start_send(mut self: Pin<&mut Self>, item: Outbound) -> std::io::Result<()> {
+        Pin::new(&mut self.inner).start_send(item)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let flushed = Pin::new(&mut self.inner).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = flushed {
+            let buffer = self.inner.write_buffer_mut();
+            if buffer.is_empty() && buffer.capacity() > IDLE_BUFFER {
+                // A burst (or one huge message) is over: an idle connection does not keep
+                // its buffer (up to a megabyte) for the rest of its life.
+                *buffer = bytes::BytesMut::new();
+            }
+        }
+        flushed
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_close(cx)
+    }
+}
