@@ -12,6 +12,7 @@ use super::Peer;
 use super::dispatch::{self, Limits};
 use super::framing::Framing;
 use super::handle::{PeerHandle, Shared};
+use super::owners::OwnerBounds;
 use super::policy::tasks::TaskLimits;
 use super::policy::{McpOptions, Protocol, Rules};
 use super::reader::read_loop;
@@ -68,6 +69,7 @@ pub const DEFAULT_MAX_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
 /// | [`max_frame_len`](Self::max_frame_len) | 16 MiB | the frame is skipped and answered with -32600 |
 /// | [`max_in_flight`](Self::max_in_flight) | 4096 requests | the request is refused at once with -32050 *Server overloaded* |
 /// | [`max_in_flight_bytes`](Self::max_in_flight_bytes) | 64 MiB of params | the same |
+/// | [`max_in_flight_per_owner`](Self::max_in_flight_per_owner) | a quarter of each in-flight bound | the same, for one owner's requests; the other owners are still served |
 /// | [`max_concurrency`](Self::max_concurrency) | none | requests wait for a slot, still cancellable |
 /// | [`max_id_len`](Self::max_id_len) | 256 bytes | a request with a longer string id gets -32600 with `"id": null`, one with a longer MCP `progressToken` -32602; neither runs; a cancel naming such an id is ignored |
 /// | [`max_notification_bytes`](Self::max_notification_bytes) | 16 MiB | the reader waits for the notification handlers (back-pressure) |
@@ -87,6 +89,9 @@ pub struct PeerBuilder {
     max_frame_len: usize,
     max_in_flight: usize,
     max_in_flight_bytes: usize,
+    /// Per owner: requests, bytes and running handlers; `None`: a quarter of the
+    /// connection's in-flight bounds, and no concurrency bound of its own.
+    per_owner: Option<(usize, usize, Option<usize>)>,
     max_notification_bytes: usize,
     max_id_len: usize,
     max_output_bytes: usize,
@@ -109,6 +114,7 @@ impl PeerBuilder {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
+            per_owner: None,
             max_notification_bytes: DEFAULT_MAX_NOTIFICATION_BYTES,
             max_id_len: DEFAULT_MAX_ID_LEN,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
@@ -169,6 +175,38 @@ impl PeerBuilder {
     pub fn max_in_flight_bytes(mut self, bytes: usize) -> Self {
         self.max_in_flight_bytes = bytes;
         self
+    }
+
+    /// Each owner's share of the in-flight bounds, for transports that say who sent each
+    /// message ([`Inbound::Channel`]: the Streamable HTTP server names a 2026-07-28 request's
+    /// user, a gateway the token's subject): at most `requests` in flight, holding at most
+    /// `bytes` of params, and (`Some`) at most `concurrency` running. One owner at its share is
+    /// refused with -32050 like a connection at its bounds, while the others are still served.
+    /// Each is capped by the connection's own bound. Default: a quarter of
+    /// [`max_in_flight`](Self::max_in_flight) and of
+    /// [`max_in_flight_bytes`](Self::max_in_flight_bytes), and no concurrency bound per owner.
+    pub fn max_in_flight_per_owner(
+        mut self,
+        requests: usize,
+        bytes: usize,
+        concurrency: Option<usize>,
+    ) -> Self {
+        self.per_owner = Some((requests.max(1), bytes, concurrency.map(|n| n.max(1))));
+        self
+    }
+
+    /// The per-owner bounds in force.
+    fn owner_bounds(&self) -> OwnerBounds {
+        let (requests, bytes, concurrency) = self.per_owner.unwrap_or((
+            (self.max_in_flight / 4).max(1),
+            self.max_in_flight_bytes / 4,
+            None,
+        ));
+        OwnerBounds {
+            requests: requests.min(self.max_in_flight),
+            bytes: bytes.min(self.max_in_flight_bytes),
+            concurrency,
+        }
     }
 
     /// How many bytes of inbound notifications may wait for their handlers (default
@@ -360,6 +398,7 @@ impl PeerBuilder {
         In: Stream<Item = std::io::Result<Inbound>> + Send + Unpin + 'static,
         Out: Sink<Outbound, Error = std::io::Error> + Send + Unpin + 'static,
     {
+        let owner_bounds = self.owner_bounds();
         let rules = Rules::new(
             self.protocol,
             self.answer_cancelled,
@@ -375,6 +414,7 @@ impl PeerBuilder {
             self.max_concurrency,
             self.max_notification_bytes,
             self.max_id_len,
+            owner_bounds,
         );
         let notification_budget = limits.notification_bytes.clone();
         // Bounded by `max_notification_bytes`: room is taken in that budget before anything is
@@ -395,6 +435,7 @@ impl PeerBuilder {
         ));
         let handle = PeerHandle {
             shared: Arc::clone(&shared),
+            channel: 0,
         };
         let stop_writing = CancellationToken::new();
         let writer_task = tokio::spawn(write_loop(

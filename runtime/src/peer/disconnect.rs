@@ -182,7 +182,7 @@ impl DisconnectPolicy {
 /// [`Context::transport`](super::Context::transport)), looked up by the request's id when its
 /// handler starts.
 pub(crate) type TransportData =
-    Arc<dyn Fn(&RequestId) -> Option<Arc<dyn Any + Send + Sync>> + Send + Sync>;
+    Arc<dyn Fn(u64, &RequestId) -> Option<Arc<dyn Any + Send + Sync>> + Send + Sync>;
 
 /// The options of this module, as the builder keeps them.
 #[derive(Clone, Default)]

@@ -20,14 +20,16 @@ use super::policy::Kind;
 use super::policy::tasks::{self, Tasks};
 use super::registry::{self};
 use super::router::{BoxFuture, Context, Reply, RequestRoute};
-use super::transport::{Outbound, OutboundKind};
+use super::transport::{Outbound, OutboundKind, Owner};
 use super::wire;
 use crate::cancellable::declared::Declared;
 use crate::{CancelReason, JsonRpcError, Scope};
 
 pub(crate) use super::limits::Limits;
 use super::limits::{Admitted, Ticket, check_identifiers};
-pub(crate) use super::notifications::{QueuedNotification, notification, notification_loop};
+pub(crate) use super::notifications::{
+    QueuedNotification, apply_cancel, notification, notification_loop,
+};
 
 /// MCP `notifications/progress`: resets the progress timeout of the request of ours it names.
 pub(super) const PROGRESS: &str = "notifications/progress";
@@ -68,6 +70,7 @@ pub(crate) async fn request(
     id: RequestId,
     method: &str,
     params: Option<&RawValue>,
+    owner: Option<Owner>,
 ) {
     let shared = &peer.shared;
     let mcp = matches!(shared.rules.protocol, super::Protocol::Mcp(_));
@@ -85,7 +88,8 @@ pub(crate) async fn request(
                 id: answer_to.cloned(),
             },
             wire::error(answer_to, &refused.error),
-        );
+        )
+        .on(peer.channel);
         if !shared.outbox.send(answer).await {
             tracing::debug!("the connection closed before the answer could be sent");
         }
@@ -108,7 +112,10 @@ pub(crate) async fn request(
         send_reply(peer, &id, &Err(error)).await;
         return;
     };
-    let ticket = match shared.limits.admit(params.map_or(0, |p| p.get().len())) {
+    let ticket = match shared
+        .limits
+        .admit(params.map_or(0, |p| p.get().len()), owner)
+    {
         Ok(ticket) => ticket,
         Err(refused) => {
             shared.limits.log_refusal(&id, method, &refused);
@@ -120,7 +127,7 @@ pub(crate) async fn request(
     let session = shared.rules.session_of(kind, params);
     let (scope, canceller) = shared.parent_scope(method).child().with_canceller();
     let generation = match shared.registry.insert(
-        id.clone(),
+        (peer.channel, id.clone()),
         canceller,
         kind != Kind::Initialize,
         session,
@@ -174,6 +181,7 @@ impl Request {
         ticket: Ticket,
     ) {
         let shared = Arc::clone(&self.peer.shared);
+        let owner_slots = ticket.slots.clone();
         let mut admitted = Admitted {
             limits: &shared.limits,
             ticket: Some(ticket),
@@ -181,7 +189,10 @@ impl Request {
         let cx = Context {
             peer: self.peer.clone(),
             id: Some(self.id.clone()),
-            transport: shared.transport.as_ref().and_then(|data| data(&self.id)),
+            transport: shared
+                .transport
+                .as_ref()
+                .and_then(|data| data(self.peer.channel, &self.id)),
         };
         let admission = match shared.rules.admit(params.as_deref()) {
             Ok(admission) => admission,
@@ -210,7 +221,7 @@ impl Request {
             return;
         }
         let token = scope.token().clone();
-        let concurrency = shared.limits.concurrency.clone();
+        let concurrency = [owner_slots, shared.limits.concurrency.clone()];
         let kind = self.kind;
         let reply = guarded(async {
             shared.rules.before_request(kind, params.as_deref());
@@ -272,7 +283,7 @@ impl Request {
                 handler,
                 &scope,
                 &token,
-                shared.limits.concurrency.clone(),
+                [None, shared.limits.concurrency.clone()],
             ))
             .await;
             if let Some(cause) = scope.cancel_reason() {
@@ -290,7 +301,10 @@ impl Request {
         if self.kind == Kind::Listen {
             shared.rules.track_listen(&self.id, false);
         }
-        let Some(finished) = shared.registry.finish(&self.id, self.generation) else {
+        let Some(finished) = shared
+            .registry
+            .finish(&(self.peer.channel, self.id.clone()), self.generation)
+        else {
             tracing::info!(request_id = %self.id, "no response for a request the peer cancelled");
             return;
         };
@@ -309,10 +323,8 @@ impl Request {
                 cancelkit_protocol::mcp::v2026_07_28::CancelledNotificationParams::METHOD,
                 wire::params(&params).as_deref(),
             );
-            shared
-                .outbox
-                .send(Outbound::new(OutboundKind::Notification, message))
-                .await;
+            let message = Outbound::new(OutboundKind::Notification, message).on(self.peer.channel);
+            shared.outbox.send(message).await;
             return;
         }
         let reply = shared.rules.edit_reply(self.kind, finished, reply);
@@ -386,7 +398,8 @@ async fn send_reply(peer: &PeerHandle, id: &RequestId, reply: &Reply) {
             id: Some(id.clone()),
         },
         message,
-    );
+    )
+    .on(peer.channel);
     if !peer.shared.outbox.send(message).await {
         tracing::debug!(request_id = %id, "the connection closed before the answer could be sent");
     }
@@ -414,31 +427,31 @@ async fn run_handler(
     handler: BoxFuture<Reply>,
     scope: &Scope,
     token: &CancellationToken,
-    concurrency: Option<Arc<Semaphore>>,
+    concurrency: [Option<Arc<Semaphore>>; 2],
 ) -> Reply {
     let cancelled = || -> Reply {
         let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
         Err(crate::Cancelled::new(reason).into())
     };
     // Boxed: only a connection with a concurrency limit pays for the wait's future (every
-    // request's task would otherwise be sized for it).
-    let _permit = match concurrency {
-        Some(slots) => {
-            let acquired = Box::pin(async {
-                tokio::select! {
-                    biased;
-                    () = token.cancelled() => None,
-                    permit = slots.acquire_owned() => Some(permit.ok()),
-                }
-            })
-            .await;
-            match acquired {
-                Some(permit) => permit,
-                None => return cancelled(),
+    // request's task would otherwise be sized for it). The owner's slot first, then the
+    // connection's: a user waiting for its own slot holds none of the others'.
+    let mut permits = [None, None];
+    for (slots, permit) in concurrency.into_iter().zip(&mut permits) {
+        let Some(slots) = slots else { continue };
+        let acquired = Box::pin(async {
+            tokio::select! {
+                biased;
+                () = token.cancelled() => None,
+                permit = slots.acquire_owned() => Some(permit.ok()),
             }
+        })
+        .await;
+        match acquired {
+            Some(acquired) => *permit = acquired,
+            None => return cancelled(),
         }
-        None => None,
-    };
+    }
     let mut handler = std::pin::pin!(Declared::new(handler));
     tokio::select! {
         biased;

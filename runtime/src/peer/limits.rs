@@ -9,6 +9,8 @@ use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 
 use super::budget::{Budget, Counter};
+use super::owners::{OverShare, OwnerBounds, Owners};
+use super::transport::Owner;
 use crate::JsonRpcError;
 
 /// The bounds on a connection's inbound work.
@@ -27,6 +29,8 @@ pub(crate) struct Limits {
     /// Refusing requests since the last warning: refusals are logged once per episode, not
     /// once per request (a flood of requests must not become a flood of log lines).
     refusing: AtomicBool,
+    /// Each owner's share, for messages a transport names an owner for.
+    owners: Owners,
 }
 
 impl Limits {
@@ -36,8 +40,10 @@ impl Limits {
         concurrency: Option<usize>,
         max_notification_bytes: usize,
         max_id_len: usize,
+        owners: OwnerBounds,
     ) -> Self {
         Self {
+            owners: Owners::new(owners),
             requests: Counter::new(max_requests),
             request_bytes: Counter::new(max_request_bytes),
             concurrency: concurrency.map(|n| Arc::new(Semaphore::new(n))),
@@ -47,8 +53,49 @@ impl Limits {
         }
     }
 
-    /// Admits a request whose params are `bytes` long, or says why not.
-    pub(super) fn admit(&self, bytes: usize) -> Result<Ticket, JsonRpcError> {
+    /// Admits a request whose params are `bytes` long, sent by `owner` if the transport
+    /// names one, or says why not.
+    pub(super) fn admit(&self, bytes: usize, owner: Option<Owner>) -> Result<Ticket, JsonRpcError> {
+        let mut ticket = Ticket {
+            bytes: 0,
+            owner: None,
+            slots: None,
+        };
+        if let Some(owner) = owner {
+            let costed = self.request_bytes.cost_of_bytes(bytes);
+            match self.owners.take(&owner, costed) {
+                Ok(slots) => {
+                    ticket.slots = slots;
+                    ticket.owner = Some((owner, costed));
+                }
+                Err(OverShare::Requests(max)) => {
+                    return Err(overloaded(format!(
+                        "you have {max} requests in flight, the most one user may; retry later"
+                    )));
+                }
+                Err(OverShare::Bytes(max)) => {
+                    return Err(overloaded(format!(
+                        "your requests in flight already hold {max} bytes, the most one user may; retry later"
+                    )));
+                }
+            }
+        }
+        match self.admit_all(bytes) {
+            Ok(bytes) => {
+                ticket.bytes = bytes;
+                Ok(ticket)
+            }
+            Err(refused) => {
+                if let Some((owner, costed)) = &ticket.owner {
+                    self.owners.give_back(owner, *costed);
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// The connection's own bounds.
+    fn admit_all(&self, bytes: usize) -> Result<usize, JsonRpcError> {
         if !self.requests.try_add(1) {
             return Err(overloaded(format!(
                 "{} requests are already in flight on this connection; retry later",
@@ -63,10 +110,13 @@ impl Limits {
                 self.request_bytes.max()
             )));
         }
-        Ok(Ticket { bytes })
+        Ok(bytes)
     }
 
     pub(super) fn release(&self, ticket: Ticket) {
+        if let Some((owner, costed)) = &ticket.owner {
+            self.owners.give_back(owner, *costed);
+        }
         self.request_bytes.sub(ticket.bytes);
         self.requests.sub(1);
         if self.refusing.load(Ordering::Relaxed) {
@@ -166,6 +216,10 @@ fn overloaded(why: String) -> JsonRpcError {
 #[derive(Debug)]
 pub(super) struct Ticket {
     bytes: usize,
+    /// The owner whose share it took, and how much.
+    owner: Option<(Owner, usize)>,
+    /// The owner's concurrency slots, when bounded.
+    pub(super) slots: Option<Arc<Semaphore>>,
 }
 
 /// Gives a ticket back when the request is done, however its task ends.

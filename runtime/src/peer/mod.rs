@@ -58,6 +58,7 @@ pub(crate) mod limits;
 mod negotiate;
 mod notifications;
 mod outgoing;
+mod owners;
 mod peer_handle;
 mod policy;
 mod reader;
@@ -84,7 +85,7 @@ pub use outgoing::{OutgoingRequest, RequestError};
 pub use policy::tasks::DEFAULT_TASK_TTL;
 pub use policy::{McpRevision, Protocol};
 pub use router::{Context, Router};
-pub use transport::{Inbound, Message, Outbound, OutboundKind};
+pub use transport::{Inbound, Message, Outbound, OutboundKind, Owner};
 
 /// A served connection. Dropping it does not close the connection; use
 /// [`PeerHandle::close`] or let the other side hang up.

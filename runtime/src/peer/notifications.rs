@@ -75,7 +75,7 @@ pub(crate) async fn notification(peer: &PeerHandle, method: &str, params: Option
     }
 }
 
-fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
+pub(crate) fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
     let shared = &peer.shared;
     let length = super::limits::id_len(&cancel.id);
     if length > shared.limits.max_id_len {
@@ -97,10 +97,11 @@ fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
         return;
     }
     let reason = CancelReason::Peer(cancel.reason.clone());
-    match shared
-        .registry
-        .cancel(&cancel.id, reason, !shared.rules.answer_cancelled)
-    {
+    match shared.registry.cancel(
+        &(peer.channel, cancel.id.clone()),
+        reason,
+        !shared.rules.answer_cancelled,
+    ) {
         // Logged with its method and cause when the handler stops.
         Cancel::Cancelled => tracing::debug!(
             request_id = %cancel.id,

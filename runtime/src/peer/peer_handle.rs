@@ -24,6 +24,9 @@ use super::handle::{Pending, Shared, TaskCancel, is_task_request, progress_token
 #[derive(Clone)]
 pub struct PeerHandle {
     pub(crate) shared: Arc<Shared>,
+    /// The transport channel this handle speaks on: its requests' answers, and what it sends,
+    /// go back on it. 0 for a byte stream.
+    pub(crate) channel: u64,
 }
 
 impl std::fmt::Debug for PeerHandle {
@@ -36,6 +39,14 @@ impl std::fmt::Debug for PeerHandle {
 }
 
 impl PeerHandle {
+    /// This handle, speaking on the transport's `channel`.
+    pub(crate) fn on(&self, channel: u64) -> PeerHandle {
+        PeerHandle {
+            shared: Arc::clone(&self.shared),
+            channel,
+        }
+    }
+
     /// Sends a request and returns its future. The request is queued for writing at once (or,
     /// when our output queue is full because the peer is not reading, as soon as the future is
     /// awaited and there is room); awaiting the future waits for the answer, and dropping it
@@ -78,7 +89,8 @@ impl PeerHandle {
         let message = Outbound::new(
             OutboundKind::Request { id: id.clone() },
             wire::request(&id, method, params.as_deref()),
-        );
+        )
+        .on(self.channel);
         let (tx, rx) = oneshot::channel();
         lock(&shared.pending).insert(
             id.clone(),
@@ -163,7 +175,10 @@ impl PeerHandle {
     /// still answered (-32800, or the handler's result), since the peer did not cancel it.
     /// Returns whether a cancellable request with that id was in flight and not yet cancelled.
     pub fn cancel_inbound(&self, id: &RequestId, reason: CancelReason) -> bool {
-        let outcome = self.shared.registry.cancel_ours(id, reason);
+        let outcome = self
+            .shared
+            .registry
+            .cancel_ours(&(self.channel, id.clone()), reason);
         tracing::debug!(request_id = %id, ?outcome, "cancel of an inbound request asked from our side");
         outcome == Cancel::Cancelled
     }
@@ -220,7 +235,7 @@ impl PeerHandle {
             _ => OutboundKind::Notification,
         };
         let message = wire::notification(method, wire::params(&params).as_deref());
-        let message = Outbound::new(kind, message);
+        let message = Outbound::new(kind, message).on(self.channel);
         if !self.shared.closed() && self.shared.outbox.send(message).await {
             Ok(())
         } else {

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch;
 use super::handle::PeerHandle;
 use super::limits::id_len;
-use super::transport::{Inbound, Outbound, OutboundKind};
+use super::policy::CancelRequest;
+use super::transport::{Inbound, Outbound, OutboundKind, Owner};
 use super::wire::{self, Incoming};
 use crate::{CancelReason, JsonRpcError};
 
@@ -56,8 +57,18 @@ pub(crate) async fn read_loop<In>(
 
 async fn handle_inbound(peer: &PeerHandle, inbound: Inbound) {
     match inbound {
-        Inbound::Frame(bytes) => handle(peer, wire::parse(&bytes)).await,
-        Inbound::Message(mut message) => handle(peer, message.as_incoming()).await,
+        Inbound::Frame(bytes) => handle(peer, wire::parse(&bytes), None).await,
+        Inbound::Message(mut message) => handle(peer, message.as_incoming(), None).await,
+        Inbound::Channel {
+            channel,
+            owner,
+            mut message,
+        } => handle(&peer.on(channel), message.as_incoming(), owner).await,
+        Inbound::Abandoned {
+            channel,
+            id,
+            reason,
+        } => dispatch::apply_cancel(&peer.on(channel), CancelRequest { id, reason }),
         Inbound::Rejected(why) => {
             tracing::warn!(why, "rejected a frame");
             let error =
@@ -71,11 +82,11 @@ async fn handle_inbound(peer: &PeerHandle, inbound: Inbound) {
     }
 }
 
-async fn handle(peer: &PeerHandle, incoming: Incoming<'_>) {
+async fn handle(peer: &PeerHandle, incoming: Incoming<'_>, owner: Option<Owner>) {
     let shared = &peer.shared;
     match incoming {
         Incoming::Request { id, method, params } => {
-            dispatch::request(peer, id, &method, params).await;
+            dispatch::request(peer, id, &method, params, owner).await;
         }
         Incoming::Notification { method, params } => {
             dispatch::notification(peer, &method, params).await;
@@ -93,10 +104,8 @@ async fn handle(peer: &PeerHandle, incoming: Incoming<'_>) {
             // An id over the bound is not echoed: the answer goes to `null`.
             let id = id.filter(|id| id_len(id) <= shared.limits.max_id_len);
             let answer = wire::error(id.as_ref(), &error);
-            shared
-                .outbox
-                .send(Outbound::new(OutboundKind::Response { id }, answer))
-                .await;
+            let answer = Outbound::new(OutboundKind::Response { id }, answer).on(peer.channel);
+            shared.outbox.send(answer).await;
         }
         Incoming::Ignored(why) => tracing::warn!(why, "ignored a message from the peer"),
     }

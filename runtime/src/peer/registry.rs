@@ -1,5 +1,7 @@
-//! In-flight inbound requests of one connection, keyed by id (plus a generation, since a peer
-//! may reuse an id once its request is answered).
+//! In-flight inbound requests of one connection, keyed by channel and id (plus a generation,
+//! since a peer may reuse an id once its request is answered). A byte stream has one channel
+//! (0); a transport with channels of its own (one per 2026-07-28 HTTP request) keys each
+//! request by its channel, so clients that know nothing of each other may use the same ids.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -43,23 +45,26 @@ pub(crate) enum Cancel {
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    entries: Mutex<HashMap<RequestId, Entry>>,
+    entries: Mutex<HashMap<Key, Entry>>,
     generations: std::sync::atomic::AtomicU64,
 }
+
+/// A request's key: its channel and its id.
+pub(crate) type Key = (u64, RequestId);
 
 /// A request whose id is already in flight.
 #[derive(Debug)]
 pub(crate) struct Duplicate;
 
 impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
         lock(&self.entries)
     }
 
     /// Registers a request before its handler starts; returns its generation.
     pub(crate) fn insert(
         &self,
-        id: RequestId,
+        id: Key,
         canceller: Canceller,
         cancellable: bool,
         session: Option<String>,
@@ -90,7 +95,7 @@ impl Registry {
     /// With `forget`, for protocols where a cancelled request gets no response (MCP), the entry
     /// goes at once: the peer considers the id free again, and its handler, finishing later,
     /// finds no entry and sends nothing.
-    pub(crate) fn cancel(&self, id: &RequestId, reason: CancelReason, forget: bool) -> Cancel {
+    pub(crate) fn cancel(&self, id: &Key, reason: CancelReason, forget: bool) -> Cancel {
         let mut entries = self.lock();
         let Some(entry) = entries.get_mut(id) else {
             return Cancel::Unknown;
@@ -111,7 +116,7 @@ impl Registry {
 
     /// Cancels the request `id` from our side (an operator, an HTTP API): recorded with
     /// `reason`, never forgotten, since the peer still expects an answer.
-    pub(crate) fn cancel_ours(&self, id: &RequestId, reason: CancelReason) -> Cancel {
+    pub(crate) fn cancel_ours(&self, id: &Key, reason: CancelReason) -> Cancel {
         let entries = self.lock();
         let Some(entry) = entries.get(id) else {
             return Cancel::Unknown;
@@ -144,7 +149,7 @@ impl Registry {
 
     /// Removes a finished request; `None` if its entry is already gone (cancelled with
     /// `forget`, its id possibly reused since): then no response is owed.
-    pub(crate) fn finish(&self, id: &RequestId, generation: u64) -> Option<Finished> {
+    pub(crate) fn finish(&self, id: &Key, generation: u64) -> Option<Finished> {
         let mut entries = self.lock();
         match entries.get(id) {
             Some(entry) if entry.generation == generation => {

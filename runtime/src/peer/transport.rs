@@ -70,7 +70,35 @@ pub enum Inbound {
     /// A frame the transport could not take (too long, unreadable headers): answered with
     /// -32600 and this text as its data, and the connection goes on.
     Rejected(&'static str),
+    /// A message on one of the transport's own channels (the Streamable HTTP server gives each
+    /// 2026-07-28 request one). Its requests are keyed by channel and id, so clients that know
+    /// nothing of each other may use the same ids; whatever the core sends for them (answers,
+    /// and what their handlers send) goes out on the same channel ([`Outbound::channel`]).
+    /// With an `owner`, its requests also count against that owner's share of the in-flight
+    /// bounds ([`PeerBuilder::max_in_flight_per_owner`](super::PeerBuilder::max_in_flight_per_owner)).
+    Channel {
+        /// The channel, chosen by the transport; not 0, which is the connection's own.
+        channel: u64,
+        /// Who sent it (a session's user, a token's subject), if the transport knows.
+        owner: Option<Owner>,
+        /// The message.
+        message: Message,
+    },
+    /// Whoever waits on `channel` for the answer to request `id` has gone (2026-07-28: the
+    /// client closed the request's response stream, which is how it cancels): the request is
+    /// cancelled as a cancel from the peer would, and no answer is owed.
+    Abandoned {
+        /// The channel.
+        channel: u64,
+        /// The request's id.
+        id: RequestId,
+        /// Why, for the handler and the log.
+        reason: Option<String>,
+    },
 }
+
+/// Who sent a message, as the transport names them (a user, a token's subject).
+pub type Owner = std::sync::Arc<str>;
 
 /// What an outgoing message is, for a transport that routes messages (an HTTP server sends
 /// each on the stream it belongs to).
@@ -105,6 +133,7 @@ pub enum OutboundKind {
 #[derive(Debug, Clone)]
 pub struct Outbound {
     kind: OutboundKind,
+    channel: u64,
     bytes: Bytes,
 }
 
@@ -112,8 +141,21 @@ impl Outbound {
     pub(crate) fn new(kind: OutboundKind, bytes: impl Into<Bytes>) -> Self {
         Self {
             kind,
+            channel: 0,
             bytes: bytes.into(),
         }
+    }
+
+    /// The same message, on `channel`.
+    pub(crate) fn on(mut self, channel: u64) -> Self {
+        self.channel = channel;
+        self
+    }
+
+    /// The channel it goes out on: the one the request it answers came on, or the one of the
+    /// handler that sent it; 0 for the connection's own.
+    pub fn channel(&self) -> u64 {
+        self.channel
     }
 
     /// What the message is.

@@ -49,8 +49,6 @@
 mod body;
 mod conn;
 mod handlers;
-mod lines;
-mod params;
 mod request;
 mod session;
 mod stream;

@@ -4,25 +4,25 @@
 
 use std::time::Instant;
 
-use bytes::Bytes;
 use cancelkit_protocol::jsonrpc::RequestId;
 
-use super::{Conn, EARLY_CANCEL_TTL, EARLY_CANCELS, ENDED_KEPT, FINISHED_KEPT, Routes};
+use super::{Conn, EARLY_CANCEL_TTL, EARLY_CANCELS, ENDED_KEPT, FINISHED_KEPT, Key, Routes};
 use crate::http::server::stream::ResponseStream;
+use crate::peer::Message;
 
 impl Conn {
     /// The client cancelled request `id` (its `notifications/cancelled` in a session, its
     /// closed stream at 2026-07-28): nothing more is sent on its stream.
     /// Returns whether it was still in flight.
-    pub(in crate::http::server) fn forget(&self, id: &RequestId) -> bool {
-        Self::forget_in(&mut self.routes(), id)
+    pub(in crate::http::server) fn forget(&self, key: &Key) -> bool {
+        Self::forget_in(&mut self.routes(), key)
     }
 
     /// Ends request `id`'s stream as cancelled, and keeps it among the finished streams as
     /// ended (so that a client that resumes it — both official SDKs resume a stream that
     /// ended without a response — is told it owes nothing). Whether it was in flight.
-    fn forget_in(routes: &mut Routes, id: &RequestId) -> bool {
-        let Some(route) = routes.requests.remove(id) else {
+    fn forget_in(routes: &mut Routes, key: &Key) -> bool {
+        let Some(route) = routes.requests.remove(key) else {
             return false;
         };
         route.stream.cancel();
@@ -40,10 +40,11 @@ impl Conn {
     /// a cancel cannot overtake its request) while the request then ran. Otherwise the cancel
     /// is kept for the request, which writes it after itself ([`written`](Self::written)); so
     /// is a cancel whose request has not arrived yet. Decided under one lock with `written`.
-    pub(in crate::http::server) fn cancel(&self, id: &RequestId, notification: Bytes) -> bool {
+    pub(in crate::http::server) fn cancel(&self, id: &RequestId, notification: Message) -> bool {
         let mut routes = self.routes();
-        let written = routes.requests.get(id).map(|route| route.written);
-        Self::forget_in(&mut routes, id);
+        let key = (0, id.clone());
+        let written = routes.requests.get(&key).map(|route| route.written);
+        Self::forget_in(&mut routes, &key);
         if written == Some(true) {
             return true;
         }
@@ -60,15 +61,18 @@ impl Conn {
 
     /// Request `id` has been written into the peer: a cancel kept for it (one that came
     /// first, or while it was being written) is given back, to be written after it.
-    pub(in crate::http::server) fn written(&self, id: &RequestId) -> Option<Bytes> {
+    pub(in crate::http::server) fn written(&self, key: &Key) -> Option<Message> {
         let mut routes = self.routes();
-        if let Some(route) = routes.requests.get_mut(id) {
+        if let Some(route) = routes.requests.get_mut(key) {
             route.written = true;
         }
-        if routes.early.is_empty() {
+        if routes.early.is_empty() || key.0 != 0 {
             return None;
         }
-        let at = routes.early.iter().position(|(early, ..)| early == id)?;
+        let at = routes
+            .early
+            .iter()
+            .position(|(early, ..)| *early == key.1)?;
         let (_, when, notification) = routes.early.remove(at)?;
         (when.elapsed() < EARLY_CANCEL_TTL).then_some(notification)
     }
@@ -97,4 +101,14 @@ impl Conn {
             }
         }
     }
+}
+
+/// The `requestId` of `notifications/cancelled` params.
+pub(in crate::http::server) fn cancelled_id(params: &str) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled {
+        #[serde(rename = "requestId")]
+        id: RequestId,
+    }
+    serde_json::from_str::<Cancelled>(params).ok().map(|c| c.id)
 }

@@ -1,45 +1,45 @@
-//! One [`Peer`] behind the HTTP front: a 2025-11-25 session's, or the one all 2026-07-28
-//! requests share. The HTTP side writes the clients' messages into the peer as lines on an
-//! in-memory pipe, so the peer applies exactly the rules and bounds it applies on stdio; the
-//! pump reads the peer's output and sends each message on the stream it belongs to.
+//! One [`Peer`] behind the HTTP front: a 2025-11-25 session's, or the one that serves every
+//! 2026-07-28 request. The HTTP side hands the peer each client message it parsed, as a
+//! message ([`Inbound`]); the peer applies exactly the rules and bounds it applies on stdio,
+//! and each message it sends comes back through [`Routing`], which puts it on the stream it
+//! belongs to — by its kind and channel, without parsing it again:
 //!
 //! - a response goes on the stream of its request, and ends it;
-//! - `notifications/progress` goes on the stream of the request that gave its token;
-//! - a request of ours to the client (sessions only) goes on the session's `GET` stream when
-//!   one is open, else on a request stream that is; our `notifications/cancelled` for it
-//!   follows it;
-//! - any other notification goes on the `GET` stream (sessions) or nowhere (2026-07-28 has no
-//!   stream that is not a request's).
+//! - on the 2026-07-28 peer, each request is its own channel (its stream's number): whatever
+//!   its handler sends (progress, log messages) goes on its stream;
+//! - in a session, `notifications/progress` goes on the stream of the request that gave its
+//!   token; a request of ours to the client goes on the session's `GET` stream when one is
+//!   open, else on a request stream that is, and our `notifications/cancelled` for it follows
+//!   it; any other notification goes on the `GET` stream.
 //!
-//! The 2026-07-28 peer is shared by clients that know nothing of each other, so their ids and
-//! progress tokens are replaced by ours on the way in and put back on the way out.
+//! Requests of different 2026-07-28 clients are keyed by their channels, so their ids and
+//! progress tokens reach the handler as the clients sent them, and each client's user (the
+//! server's `owner` hook) has its own share of the peer's in-flight bounds.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
-use futures_util::StreamExt;
-use serde_json::value::RawValue;
-use tokio::io::{AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
-use tokio_util::codec::FramedRead;
+use tokio::sync::mpsc;
 
-use super::lines::Lines;
-use super::params::{cancelled_id, token_of, with_progress_token, with_token};
 use super::request::HttpRequest;
 use super::stream::{ResponseStream, StreamLimits};
 use crate::JsonRpcError;
 use crate::peer::wire::{self, Incoming};
-use crate::peer::{Peer, PeerBuilder, PeerHandle};
+use crate::peer::{Inbound, Message, Outbound, OutboundKind, Owner, Peer, PeerBuilder, PeerHandle};
 
 mod cancels;
+pub(super) use cancels::cancelled_id;
 #[cfg(test)]
 mod tests;
 
-/// Bytes of the pipe between the HTTP side and the peer, each way.
-const PIPE_BYTES: usize = 64 * 1024;
+/// Messages waiting for the peer to take them; beyond, the HTTP side waits (back-pressure).
+const INPUT_MESSAGES: usize = 64;
 /// Finished streams kept for a client to resume after it missed their end.
 const FINISHED_KEPT: usize = 64;
 /// Streams no longer kept whose end is remembered (their number and the event after which
@@ -50,12 +50,16 @@ pub(super) const EARLY_CANCELS: usize = 256;
 /// How long such a cancel waits for its request.
 pub(super) const EARLY_CANCEL_TTL: Duration = Duration::from_secs(30);
 
+/// A request's key: its channel (0 in a session, its stream's number at 2026-07-28) and its
+/// id, as the client sent it.
+pub(super) type Key = (u64, RequestId);
+
 /// Which peer this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
-    /// A 2025-11-25 (or earlier) session: one client, its own ids.
+    /// A 2025-11-25 (or earlier) session: one client, its own ids, channel 0.
     Session,
-    /// The peer of every 2026-07-28 request: ids and progress tokens are ours.
+    /// The peer of every 2026-07-28 request: each request on a channel of its own.
     Shared,
 }
 
@@ -63,8 +67,8 @@ pub(super) enum Kind {
 pub(super) struct Admitted {
     /// Its stream.
     pub(super) stream: Arc<ResponseStream>,
-    /// The id the peer knows it by.
-    pub(super) id: RequestId,
+    /// The key the peer knows it by.
+    pub(super) key: Key,
 }
 
 /// Why a request was not admitted.
@@ -80,26 +84,19 @@ pub(super) enum Refusal {
 
 struct Route {
     stream: Arc<ResponseStream>,
-    /// Its request has been written into the peer: a cancel for it may follow it there.
+    /// Its request has been handed to the peer: a cancel for it may follow it there.
     written: bool,
     /// What its handler learns about the HTTP request ([`HttpRequest::of`]).
     http: Option<Arc<HttpRequest>>,
-    /// Shared peer: the client's own id, put back on the response.
-    client_id: Option<RequestId>,
-    /// The key of its progress route, if it gave a token.
+    /// Sessions: the progress token it gave, routed to its stream.
     progress: Option<RequestId>,
-}
-
-struct ProgressRoute {
-    stream: Arc<ResponseStream>,
-    /// Shared peer: the client's own token, put back on each notification.
-    client_token: Option<RequestId>,
 }
 
 #[derive(Default)]
 struct Routes {
-    requests: HashMap<RequestId, Route>,
-    progress: HashMap<RequestId, ProgressRoute>,
+    requests: HashMap<Key, Route>,
+    /// Sessions: progress tokens and the streams their notifications go on.
+    progress: HashMap<RequestId, Arc<ResponseStream>>,
     /// Our requests to the client and the stream each went on.
     outbound: HashMap<RequestId, Arc<ResponseStream>>,
     /// Every stream a client may still attach to, by number.
@@ -113,7 +110,7 @@ struct Routes {
     /// its request on another connection. Oldest first; at most [`EARLY_CANCELS`], each kept
     /// for [`EARLY_CANCEL_TTL`]. MCP forbids reusing an id within a session, so a cancel kept
     /// for an id can only be meant for the request that will come with it.
-    early: VecDeque<(RequestId, Instant, Bytes)>,
+    early: VecDeque<(RequestId, Instant, Message)>,
     closed: bool,
 }
 
@@ -121,58 +118,67 @@ struct Routes {
 pub(super) struct Conn {
     pub(super) kind: Kind,
     pub(super) peer: PeerHandle,
-    input: tokio::sync::Mutex<WriteHalf<DuplexStream>>,
+    input: mpsc::Sender<Inbound>,
     /// Shared with the peer, which reads a request's [`HttpRequest`] from it as the request's
     /// handler starts.
     routes: Arc<Mutex<Routes>>,
     /// The session's `GET` stream (stream 0); `None` for the shared peer.
     pub(super) standalone: Option<Arc<ResponseStream>>,
     next_stream: AtomicU64,
-    next_id: AtomicI64,
     limits: StreamLimits,
     max_requests: usize,
 }
 
 impl Conn {
-    /// Starts a peer from `builder` and its pump. `limits`: what its streams keep for
-    /// resumption and for slow clients; `max_requests`: requests in flight at most (and so
-    /// request streams: each request has one).
+    /// Starts a peer from `builder`. `limits`: what its streams keep for resumption and for
+    /// slow clients; `max_requests`: requests in flight at most (and so request streams:
+    /// each request has one).
     pub(super) fn start(
         kind: Kind,
         builder: PeerBuilder,
         limits: StreamLimits,
         max_requests: usize,
     ) -> (Arc<Conn>, Peer) {
-        let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
-        let (peer_read, peer_write) = tokio::io::split(theirs);
-        let max_line = builder.output_limit();
+        let (input, mut input_rx) = mpsc::channel(INPUT_MESSAGES);
         let routes = Arc::new(Mutex::new(Routes::default()));
         let lookup = Arc::downgrade(&routes);
-        let peer = builder
-            .transport_data(Arc::new(move |id: &RequestId| {
-                let routes = lookup.upgrade()?;
-                let routes = routes
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let http = routes.requests.get(id)?.http.clone()?;
-                Some(http as Arc<dyn std::any::Any + Send + Sync>)
-            }))
-            .connect(peer_read, peer_write);
-        let (output, input) = tokio::io::split(ours);
+        let builder = builder.transport_data(Arc::new(move |channel, id: &RequestId| {
+            let routes = lookup.upgrade()?;
+            let routes = routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let http = routes.requests.get(&(channel, id.clone()))?.http.clone()?;
+            Some(http as Arc<dyn std::any::Any + Send + Sync>)
+        }));
         let standalone =
             (kind == Kind::Session).then(|| Arc::new(ResponseStream::new(0, &limits, true)));
-        let conn = Arc::new(Conn {
-            kind,
-            peer: peer.handle(),
-            input: tokio::sync::Mutex::new(input),
-            routes,
-            standalone,
-            next_stream: AtomicU64::new(1),
-            next_id: AtomicI64::new(1),
-            limits,
-            max_requests,
-        });
-        tokio::spawn(pump(Arc::clone(&conn), output, max_line));
+        let (peer, conn) = {
+            // The peer needs its output's sink before the connection exists; the sink finds
+            // the connection through this slot, and keeps it while the peer writes (as the
+            // peer's output needs its routes until the peer stops).
+            let slot = Arc::new(std::sync::OnceLock::<Arc<Conn>>::new());
+            let incoming = futures_util::stream::poll_fn(move |cx| {
+                input_rx.poll_recv(cx).map(|message| message.map(Ok))
+            });
+            let peer = builder.serve(
+                incoming,
+                Routing {
+                    conn: Arc::clone(&slot),
+                },
+            );
+            let conn = Arc::new(Conn {
+                kind,
+                peer: peer.handle(),
+                input,
+                routes,
+                standalone,
+                next_stream: AtomicU64::new(1),
+                limits,
+                max_requests,
+            });
+            let _ = slot.set(Arc::clone(&conn));
+            (peer, conn)
+        };
         (conn, peer)
     }
 
@@ -192,31 +198,35 @@ impl Conn {
         self.routes().requests.len()
     }
 
-    /// Writes one message into the peer; `false` if the peer is gone.
-    pub(super) async fn send(&self, message: &[u8]) -> bool {
-        let mut line = Vec::with_capacity(message.len() + 1);
-        // A body may be pretty-printed; in valid JSON a line break is only ever whitespace.
-        line.extend(message.iter().map(|b| match b {
-            b'\n' | b'\r' => b' ',
-            other => *other,
-        }));
-        line.push(b'\n');
-        let mut input = self.input.lock().await;
-        input.write_all(&line).await.is_ok()
+    /// Hands one message of a client to the peer, waiting while the peer is behind; `false` if
+    /// the peer is gone. `key`: the request it belongs to (its channel), for the shared peer.
+    pub(super) async fn send(&self, channel: u64, owner: Option<Owner>, message: Message) -> bool {
+        let inbound = if channel == 0 {
+            Inbound::Message(message)
+        } else {
+            Inbound::Channel {
+                channel,
+                owner,
+                message,
+            }
+        };
+        self.input.send(inbound).await.is_ok()
     }
 
-    /// Registers a request of a client before it is written into the peer: its stream, what
-    /// its handler learns of the HTTP request, and (shared peer) the id and token it goes by.
-    /// Returns what to write, and the admission.
+    /// Hands the peer anything else the HTTP side has to say (an abandoned request).
+    pub(super) async fn send_inbound(&self, inbound: Inbound) -> bool {
+        self.input.send(inbound).await.is_ok()
+    }
+
+    /// Registers a request of a client before it is handed to the peer: its stream, and what
+    /// its handler learns of the HTTP request.
     pub(super) fn admit(
         &self,
         id: &RequestId,
-        method: &str,
-        params: Option<&RawValue>,
+        progress: Option<RequestId>,
         resumable: bool,
         http: Option<Arc<HttpRequest>>,
-    ) -> Result<(Vec<u8>, Admitted), Refusal> {
-        let token = crate::peer::progress_token_of(params);
+    ) -> Result<Admitted, Refusal> {
         let mut routes = self.routes();
         if routes.closed {
             return Err(Refusal::Closed);
@@ -225,59 +235,35 @@ impl Conn {
             return Err(Refusal::Full);
         }
         let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let stream = Arc::new(ResponseStream::new(stream_id, &self.limits, resumable));
-        let (message, peer_id, client_id, progress) = match self.kind {
-            Kind::Session => {
-                if routes.requests.contains_key(id) {
-                    return Err(Refusal::DuplicateId);
-                }
-                (None, id.clone(), None, token.clone())
-            }
-            Kind::Shared => {
-                let ours = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
-                let our_token = token.as_ref().map(|_| {
-                    RequestId::String(format!("p{}", self.next_id.fetch_add(1, Ordering::Relaxed)))
-                });
-                let rewritten = match (&our_token, params) {
-                    (Some(ours), Some(params)) => Some(with_token(params, ours)),
-                    _ => None,
-                };
-                let message = wire::request(&ours, method, rewritten.as_deref().or(params));
-                (Some(message), ours, Some(id.clone()), our_token)
-            }
+        let key = match self.kind {
+            Kind::Session => (0, id.clone()),
+            Kind::Shared => (stream_id, id.clone()),
         };
-        if let Some(key) = &progress {
-            if routes.progress.contains_key(key) {
+        if routes.requests.contains_key(&key) {
+            return Err(Refusal::DuplicateId);
+        }
+        let stream = Arc::new(ResponseStream::new(stream_id, &self.limits, resumable));
+        // At 2026-07-28 a request's progress goes on its channel's stream: no token routes.
+        let progress = progress.filter(|_| self.kind == Kind::Session);
+        if let Some(token) = &progress {
+            if routes.progress.contains_key(token) {
                 // Two requests of one session with one token: progress follows the first.
-                tracing::debug!(token = %key, "a progress token already in use");
+                tracing::debug!(%token, "a progress token already in use");
             } else {
-                routes.progress.insert(
-                    key.clone(),
-                    ProgressRoute {
-                        stream: Arc::clone(&stream),
-                        client_token: token.clone().filter(|_| self.kind == Kind::Shared),
-                    },
-                );
+                routes.progress.insert(token.clone(), Arc::clone(&stream));
             }
         }
         routes.requests.insert(
-            peer_id.clone(),
+            key.clone(),
             Route {
                 stream: Arc::clone(&stream),
                 written: false,
                 http,
-                client_id,
                 progress,
             },
         );
         routes.streams.insert(stream_id, Arc::clone(&stream));
-        Ok((
-            message.unwrap_or_default(),
-            Admitted {
-                stream,
-                id: peer_id,
-            },
-        ))
+        Ok(Admitted { stream, key })
     }
 
     /// The stream numbered `id`, for a client resuming it.
@@ -303,88 +289,94 @@ impl Conn {
     }
 
     /// One message of the peer's, to the stream it belongs to.
-    fn route(self: &Arc<Self>, line: Bytes) {
-        let mut answer_ourselves = None;
-        {
-            let mut routes = self.routes();
-            match wire::parse(&line) {
-                Incoming::Response { id, outcome } => {
-                    let Some(route) = routes.requests.remove(&id) else {
-                        tracing::debug!(%id, "a response for no request in flight; dropped");
-                        return;
-                    };
-                    if let Some(token) = &route.progress {
-                        routes.progress.remove(token);
-                    }
-                    let data = match &route.client_id {
-                        None => line.clone(),
-                        Some(client_id) => Bytes::from(match &outcome {
-                            Ok(result) => wire::result(client_id, result),
-                            Err(error) => wire::error(Some(client_id), error),
-                        }),
-                    };
-                    route.stream.push(data, true);
-                    Self::finish(&mut routes, &route.stream);
+    fn route(self: &Arc<Self>, message: Outbound) {
+        let channel = message.channel();
+        let mut routes = self.routes();
+        match message.kind() {
+            OutboundKind::Response { id: Some(id) } => {
+                let Some(route) = routes.requests.remove(&(channel, id.clone())) else {
+                    tracing::debug!(%id, "a response for no request in flight; dropped");
+                    return;
+                };
+                if let Some(token) = &route.progress {
+                    routes.progress.remove(token);
                 }
-                Incoming::Notification { method, params } => {
-                    if method == "notifications/progress" {
-                        let token = params.and_then(|p| token_of(p.get()));
-                        if let Some(route) = token.and_then(|t| routes.progress.get(&t)) {
-                            let data = match (&route.client_token, params) {
-                                (Some(theirs), Some(params)) => Bytes::from(wire::notification(
-                                    &method,
-                                    Some(&with_progress_token(params, theirs)),
-                                )),
-                                _ => line.clone(),
-                            };
-                            route.stream.push(data, false);
-                            return;
+                route.stream.push(message.into_bytes(), true);
+                Self::finish(&mut routes, &route.stream);
+            }
+            OutboundKind::Response { id: None } => {
+                tracing::warn!(
+                    "the peer answered a message the HTTP side let through as invalid; dropped"
+                );
+            }
+            OutboundKind::Request { id } if channel == 0 => {
+                let id = id.clone();
+                match self.stream_for_our_request(&routes) {
+                    Some(stream) => {
+                        if routes.outbound.len() < self.max_requests {
+                            routes.outbound.insert(id, Arc::clone(&stream));
                         }
+                        stream.push(message.into_bytes(), false);
                     }
-                    if method == "notifications/cancelled" {
-                        let id = params.and_then(|p| cancelled_id(p.get()));
-                        if let Some(stream) = id.and_then(|id| routes.outbound.remove(&id)) {
-                            stream.push(line.clone(), false);
-                            return;
-                        }
-                    }
-                    match &self.standalone {
-                        Some(standalone) => {
-                            standalone.push(line.clone(), false);
-                        }
-                        None => tracing::debug!(%method, "a notification with no stream to go on"),
-                    }
-                }
-                Incoming::Request { id, method, .. } => {
-                    match self.stream_for_our_request(&routes) {
-                        Some(stream) => {
-                            if routes.outbound.len() < self.max_requests {
-                                routes.outbound.insert(id.clone(), Arc::clone(&stream));
-                            }
-                            stream.push(line.clone(), false);
-                        }
-                        None => {
-                            let error = JsonRpcError::new(
-                                ErrorCode::from(-32603),
-                                format!(
-                                    "{method}: no stream to the client (2026-07-28 has none for requests of the server)"
-                                ),
-                            );
-                            answer_ourselves = Some(wire::error(Some(&id), &error));
-                        }
-                    }
-                }
-                Incoming::Invalid { .. } | Incoming::Ignored(_) => {
-                    tracing::warn!("the peer wrote a message that is not JSON-RPC; dropped");
+                    None => self.refuse_our_request(routes, id, message.bytes()),
                 }
             }
+            OutboundKind::Request { id } => {
+                let id = id.clone();
+                self.refuse_our_request(routes, id, message.bytes());
+            }
+            _ if channel != 0 => {
+                // What a 2026-07-28 request's handler sends goes on that request's stream.
+                match routes.streams.get(&channel) {
+                    Some(stream) => {
+                        stream.push(message.into_bytes(), false);
+                    }
+                    None => tracing::debug!(channel, "a notification for a stream that is gone"),
+                }
+            }
+            OutboundKind::Progress { token } if routes.progress.contains_key(token) => {
+                routes.progress[token].push(message.into_bytes(), false);
+            }
+            OutboundKind::Cancel { id } if routes.outbound.contains_key(id) => {
+                let stream = routes.outbound.remove(id).expect("present");
+                stream.push(message.into_bytes(), false);
+            }
+            _ => match &self.standalone {
+                Some(standalone) => {
+                    standalone.push(message.into_bytes(), false);
+                }
+                None => tracing::debug!("a notification with no stream to go on"),
+            },
         }
-        if let Some(answer) = answer_ourselves {
-            // Not awaited here: the pump must go on reading the peer's output, or a peer
-            // waiting for room there would never read this answer.
-            let conn = Arc::clone(self);
-            tokio::spawn(async move { conn.send(&answer).await });
-        }
+    }
+
+    /// A request of ours with no stream to the client (2026-07-28 has none for requests of the
+    /// server): the peer gets its error answer, as if from the client.
+    fn refuse_our_request(
+        self: &Arc<Self>,
+        routes: std::sync::MutexGuard<'_, Routes>,
+        id: RequestId,
+        bytes: &[u8],
+    ) {
+        drop(routes);
+        let method = match wire::parse(bytes) {
+            Incoming::Request { method, .. } => method.into_owned(),
+            _ => String::new(),
+        };
+        let error = JsonRpcError::new(
+            ErrorCode::from(-32603),
+            format!(
+                "{method}: no stream to the client (2026-07-28 has none for requests of the server)"
+            ),
+        );
+        let answer = Inbound::Message(Message::Response {
+            id,
+            outcome: Err(error),
+        });
+        // Not awaited here: the peer's writer is calling us, and a peer waiting for room in
+        // its input would never get to this answer.
+        let conn = Arc::clone(self);
+        tokio::spawn(async move { conn.send_inbound(answer).await });
     }
 
     /// A response from the client to one of our requests: its stream no longer carries our
@@ -397,16 +389,18 @@ impl Conn {
     /// client waits for a response that will not come.
     fn close(&self) {
         let mut routes = self.routes();
+        if routes.closed {
+            return;
+        }
         routes.closed = true;
         let error = JsonRpcError::new(
             ErrorCode::from(-32603),
             "the server closed the connection before answering",
         );
-        for (id, route) in routes.requests.drain() {
-            let client_id = route.client_id.as_ref().unwrap_or(&id);
+        for ((_, id), route) in routes.requests.drain() {
             route
                 .stream
-                .push(Bytes::from(wire::error(Some(client_id), &error)), true);
+                .push(Bytes::from(wire::error(Some(&id), &error)), true);
         }
         routes.progress.clear();
         routes.outbound.clear();
@@ -416,11 +410,49 @@ impl Conn {
     }
 }
 
-/// Reads the peer's output until it closes, routing every message.
-async fn pump(conn: Arc<Conn>, output: ReadHalf<DuplexStream>, max_line: usize) {
-    let mut lines = FramedRead::new(output, Lines::new(max_line));
-    while let Some(Ok(line)) = lines.next().await {
-        conn.route(line);
+/// The peer's output: each message routed to its stream as the peer hands it over (pushing
+/// onto a stream never waits: each stream bounds what it holds for a slow client). Closing it
+/// — or dropping it, when the peer stops — closes the connection.
+struct Routing {
+    conn: Arc<std::sync::OnceLock<Arc<Conn>>>,
+}
+
+impl Routing {
+    fn conn(&self) -> Option<&Arc<Conn>> {
+        self.conn.get()
     }
-    conn.close();
+}
+
+impl futures_util::Sink<Outbound> for Routing {
+    type Error = std::io::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_send(self: Pin<&mut Self>, message: Outbound) -> std::io::Result<()> {
+        if let Some(conn) = self.conn() {
+            conn.route(message);
+        }
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if let Some(conn) = self.conn() {
+            conn.close();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for Routing {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn() {
+            conn.close();
+        }
+    }
 }

@@ -1,9 +1,8 @@
-use bytes::Bytes;
 use cancelkit_protocol::jsonrpc::RequestId;
 
 use super::{Conn, Kind};
 use crate::http::server::stream::{SessionBytes, StreamLimits};
-use crate::peer::{McpRevision, Peer, Protocol};
+use crate::peer::{McpRevision, Message, Peer, Protocol};
 
 fn session_conn() -> std::sync::Arc<Conn> {
     let limits = StreamLimits {
@@ -16,10 +15,16 @@ fn session_conn() -> std::sync::Arc<Conn> {
     Conn::start(Kind::Session, builder, limits, 16).0
 }
 
-fn cancel_of(id: i64) -> Bytes {
-    Bytes::from(format!(
-        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
-    ))
+fn cancel_of(id: i64) -> Message {
+    Message::Notification {
+        method: "notifications/cancelled".into(),
+        params: serde_json::value::to_raw_value(&serde_json::json!({ "requestId": id })).ok(),
+    }
+}
+
+/// The cancel `written` gave back, as text.
+fn kept(message: Option<Message>) -> Option<String> {
+    message.map(|m| format!("{m:?}"))
 }
 
 /// A session's request and its cancel come on two HTTP requests: the cancel goes into the
@@ -29,24 +34,24 @@ async fn a_cancel_goes_into_the_peer_only_after_its_request() {
     let conn = session_conn();
     // Admitted but not written yet: the cancel ends its stream and waits for the request.
     let id = RequestId::Number(7);
-    let (_, admitted) = conn.admit(&id, "tools/call", None, true, None).unwrap();
+    let admitted = conn.admit(&id, None, true, None).unwrap();
     let mut events = admitted.stream.attach(None).unwrap();
     assert!(!conn.cancel(&id, cancel_of(7)), "not before its request");
     assert!(events.recv().await.is_none(), "its stream ends, unanswered");
     assert_eq!(
-        conn.written(&id),
-        Some(cancel_of(7)),
+        kept(conn.written(&(0, id))),
+        kept(Some(cancel_of(7))),
         "it follows the request"
     );
     // Written: the cancel goes in at once.
     let id = RequestId::Number(8);
-    conn.admit(&id, "tools/call", None, true, None).unwrap();
-    assert_eq!(conn.written(&id), None);
+    conn.admit(&id, None, true, None).unwrap();
+    assert_eq!(kept(conn.written(&(0, id.clone()))), None);
     assert!(conn.cancel(&id, cancel_of(8)));
-    assert_eq!(conn.written(&id), None, "nothing kept");
+    assert_eq!(kept(conn.written(&(0, id))), None, "nothing kept");
     // Not arrived yet: kept for it.
     let id = RequestId::Number(9);
     assert!(!conn.cancel(&id, cancel_of(9)));
-    conn.admit(&id, "tools/call", None, true, None).unwrap();
-    assert_eq!(conn.written(&id), Some(cancel_of(9)));
+    conn.admit(&id, None, true, None).unwrap();
+    assert_eq!(kept(conn.written(&(0, id))), kept(Some(cancel_of(9))));
 }

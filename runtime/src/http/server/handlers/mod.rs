@@ -20,14 +20,14 @@ use cancelkit_wire::{McpRevision, admission, headers as mcp_headers, sse};
 use serde_json::value::RawValue;
 
 use super::State;
-use super::conn::{Admitted, Conn, Kind, Refusal};
-use super::params::cancelled_id;
+use super::conn::{Admitted, Conn, Kind, Refusal, cancelled_id};
 use super::request::HttpRequest;
 use super::session::Session;
 use super::stream::{self, BodyOptions, Event, Events};
 use crate::JsonRpcError;
 use crate::peer::limits::{check_identifiers, id_len};
 use crate::peer::wire::{self, Incoming};
+use crate::peer::{Inbound, Message};
 
 type Shared = AxumState<Arc<State>>;
 
@@ -207,8 +207,8 @@ pub(super) async fn post(AxumState(state): Shared, mut parts: Parts, body: Bytes
                 Target::NewSession | Target::Shared(_) => None,
             };
             let owner = match &target {
-                Target::NewSession => owner(&state, &parts),
-                Target::Session(_) | Target::Shared(_) => None,
+                Target::NewSession | Target::Shared(_) => owner(&state, &parts),
+                Target::Session(_) => None,
             };
             // The server's hook sees the request before its handler does; the headers it
             // gives go on the response (an event stream starts before the handler runs).
@@ -221,7 +221,6 @@ pub(super) async fn post(AxumState(state): Shared, mut parts: Parts, body: Bytes
                 id: &id,
                 method: &method,
                 params,
-                body: &body,
                 takes_json,
                 takes_sse,
                 http: HttpRequest::new(parts, session, id.clone()),
@@ -230,9 +229,9 @@ pub(super) async fn post(AxumState(state): Shared, mut parts: Parts, body: Bytes
                 Target::NewSession => sessions::initialize(&state, call, owner).await,
                 Target::Session(session) => {
                     let conn = Arc::clone(&session.conn);
-                    request(&state, &conn, Some(&session), call).await
+                    request(&state, &conn, Some(&session), call, None).await
                 }
-                Target::Shared(conn) => request(&state, &conn, None, call).await,
+                Target::Shared(conn) => request(&state, &conn, None, call, owner).await,
             };
             if let Some(extra) = extra {
                 response.headers_mut().extend(extra);
@@ -247,13 +246,14 @@ pub(super) async fn post(AxumState(state): Shared, mut parts: Parts, body: Bytes
             if let Some(refused) = check_headers(headers, &target, None) {
                 return refused;
             }
-            notification(target, &method, params, &body, state.max_id_len).await
+            notification(target, &method, params, state.max_id_len).await
         }
-        Incoming::Response { id, .. } => {
+        Incoming::Response { id, outcome } => {
             match target(&state, &parts, None, None, None) {
                 Ok(Target::Session(session)) => {
                     session.conn.answered(&id);
-                    session.conn.send(&body).await;
+                    let response = Message::Response { id, outcome };
+                    session.conn.send(0, None, response).await;
                 }
                 Ok(_) => tracing::debug!(%id, "a response outside a session; dropped"),
                 Err(refused) => return *refused,
@@ -267,9 +267,12 @@ async fn notification(
     target: Target,
     method: &str,
     params: Option<&RawValue>,
-    body: &[u8],
     max_id_len: usize,
 ) -> Response {
+    let message = || Message::Notification {
+        method: method.to_owned(),
+        params: params.map(ToOwned::to_owned),
+    };
     match target {
         Target::Session(session) => {
             if method == "notifications/cancelled"
@@ -286,16 +289,16 @@ async fn notification(
                 }
                 // The cancelled request's stream ends without a response, as MCP wants; a
                 // cancel that overtook its request (or its writing into the peer) waits for it.
-                if !session.conn.cancel(&id, Bytes::copy_from_slice(body)) {
+                if !session.conn.cancel(&id, message()) {
                     return StatusCode::ACCEPTED.into_response();
                 }
             }
-            session.conn.send(body).await;
+            session.conn.send(0, None, message()).await;
         }
         // 2026-07-28 cancels by closing the stream; ids on this peer are ours anyway.
         Target::Shared(_) if method == "notifications/cancelled" => {}
         Target::Shared(conn) => {
-            conn.send(body).await;
+            conn.send(0, None, message()).await;
         }
         Target::NewSession => {}
     }
@@ -307,7 +310,6 @@ struct Call<'a> {
     id: &'a RequestId,
     method: &'a str,
     params: Option<&'a RawValue>,
-    body: &'a Bytes,
     takes_json: bool,
     takes_sse: bool,
     /// What its handler learns of the HTTP request.
@@ -340,22 +342,22 @@ fn refusal(id: &RequestId, refusal: Refusal) -> Response {
 /// Cancels a 2026-07-28 request when its response stream goes away unanswered.
 struct CancelOnDrop {
     conn: Arc<Conn>,
-    id: RequestId,
+    key: super::conn::Key,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if self.conn.kind != Kind::Shared || !self.conn.forget(&self.id) {
+        if self.conn.kind != Kind::Shared || !self.conn.forget(&self.key) {
             return;
         }
-        let params = serde_json::json!({
-            "requestId": self.id,
-            "reason": "the client closed the response stream",
-        });
-        let message =
-            wire::notification("notifications/cancelled", wire::params(&params).as_deref());
+        let (channel, id) = self.key.clone();
+        let abandoned = Inbound::Abandoned {
+            channel,
+            id,
+            reason: Some("the client closed the response stream".into()),
+        };
         let conn = Arc::clone(&self.conn);
-        tokio::spawn(async move { conn.send(&message).await });
+        tokio::spawn(async move { conn.send_inbound(abandoned).await });
     }
 }
 
@@ -364,35 +366,37 @@ async fn request(
     conn: &Arc<Conn>,
     session: Option<&Session>,
     call: Call<'_>,
+    owner: Option<String>,
 ) -> Response {
     let resumable = session.is_some() && state.options.replay > 0;
     let http = Some(Arc::new(call.http));
-    let (message, admitted) = match conn.admit(call.id, call.method, call.params, resumable, http) {
+    let progress = crate::peer::progress_token_of(call.params);
+    let admitted = match conn.admit(call.id, progress, resumable, http) {
         Ok(admitted) => admitted,
         Err(refused) => return refusal(call.id, refused),
     };
-    let Admitted { stream, id } = admitted;
+    let Admitted { stream, key } = admitted;
     let Ok(mut events) = stream.attach(None) else {
         unreachable!("a new stream has nothing to resume")
     };
     let guard = CancelOnDrop {
         conn: Arc::clone(conn),
-        id,
+        key,
     };
-    let message = if message.is_empty() {
-        &call.body[..]
-    } else {
-        &message[..]
+    let message = Message::Request {
+        id: call.id.clone(),
+        method: call.method.to_owned(),
+        params: call.params.map(ToOwned::to_owned),
     };
-    if !conn.send(message).await {
-        conn.forget(&guard.id);
+    if !conn.send(guard.key.0, owner.map(Into::into), message).await {
+        conn.forget(&guard.key);
         return refusal(call.id, Refusal::Closed);
     }
-    if let Some(cancel) = conn.written(&guard.id) {
+    if let Some(cancel) = conn.written(&guard.key) {
         // Its cancel came first, or while it was being written: the peer gets it right after
         // the request, as on stdio.
-        conn.forget(&guard.id);
-        conn.send(&cancel).await;
+        conn.forget(&guard.key);
+        conn.send(0, None, cancel).await;
     }
     let options = BodyOptions {
         ids: resumable,

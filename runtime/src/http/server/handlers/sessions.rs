@@ -11,6 +11,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cancelkit_wire::headers as mcp_headers;
 
+use crate::peer::Message;
+
 use super::super::State;
 use super::super::conn::Refusal;
 use super::super::session::TooMany;
@@ -46,20 +48,20 @@ pub(super) async fn initialize(state: &State, call: Call<'_>, owner: Option<Stri
     };
     let mut http = call.http;
     http.session = Some(Arc::clone(&session.id));
-    let (_, admitted) = match conn.admit(
-        call.id,
-        call.method,
-        call.params,
-        false,
-        Some(Arc::new(http)),
-    ) {
+    let progress = crate::peer::progress_token_of(call.params);
+    let admitted = match conn.admit(call.id, progress, false, Some(Arc::new(http))) {
         Ok(admitted) => admitted,
         Err(refused) => return refusal(call.id, refused),
     };
     let Ok(mut events) = admitted.stream.attach(None) else {
         unreachable!("a new stream has nothing to resume")
     };
-    conn.send(call.body).await;
+    let message = Message::Request {
+        id: call.id.clone(),
+        method: call.method.to_owned(),
+        params: call.params.map(ToOwned::to_owned),
+    };
+    conn.send(0, None, message).await;
     let answer = loop {
         match events.recv().await {
             Some(event) if event.last => break Some(event.data),
