@@ -60,6 +60,8 @@ pub(super) struct LimitsFile {
     pub(super) max_tombstones_per_user: Option<usize>,
     pub(super) max_upstream_calls: Option<usize>,
     pub(super) max_upstream_calls_per_user: Option<usize>,
+    pub(super) max_in_flight_bytes: Option<usize>,
+    pub(super) max_in_flight_bytes_per_user: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -28,6 +28,11 @@ pub struct Limits {
     pub max_upstream_calls: usize,
     /// Most calls one user has in flight to one upstream (-32050 beyond).
     pub max_upstream_calls_per_user: usize,
+    /// Most bytes of params the MCP requests in flight on `/mcp` hold together (-32050 beyond).
+    pub max_in_flight_bytes: usize,
+    /// Most bytes of params one user's MCP requests in flight on `/mcp` hold (-32050 beyond,
+    /// naming it); one request alone is always admitted.
+    pub max_in_flight_bytes_per_user: usize,
 }
 
 impl Default for Limits {
@@ -44,6 +49,8 @@ impl Default for Limits {
             max_tombstones_per_user: 0,
             max_upstream_calls: 1_000,
             max_upstream_calls_per_user: 0,
+            max_in_flight_bytes: 64 * 1024 * 1024,
+            max_in_flight_bytes_per_user: 0,
         };
         for share in SHARES {
             *(share.share)(&mut limits) = default_share((share.bound)(&limits), share.divisor);
@@ -69,7 +76,7 @@ struct Share {
 /// Every share, and how its default follows its bound: a tenth of it (a hundredth for
 /// sessions, which a client opens one of), so that with only the bounds configured no one user
 /// can take everything (`max_runs = 8` leaves each user 1).
-const SHARES: [Share; 5] = [
+const SHARES: [Share; 6] = [
     Share {
         key: "limits.max_runs_per_user",
         bound_key: "limits.max_runs",
@@ -103,6 +110,13 @@ const SHARES: [Share; 5] = [
         bound_key: "limits.max_upstream_calls",
         bound: |l| l.max_upstream_calls,
         share: |l| &mut l.max_upstream_calls_per_user,
+        divisor: 10,
+    },
+    Share {
+        key: "limits.max_in_flight_bytes_per_user",
+        bound_key: "limits.max_in_flight_bytes",
+        bound: |l| l.max_in_flight_bytes,
+        share: |l| &mut l.max_in_flight_bytes_per_user,
         divisor: 10,
     },
 ];
@@ -147,6 +161,13 @@ pub(super) fn resolve(
         )
         .map_err(|e| key_error("limits.max_upstream_calls", e))?,
         max_upstream_calls_per_user: 0,
+        max_in_flight_bytes: positive(
+            "limits.max_in_flight_bytes",
+            file.max_in_flight_bytes,
+            defaults.max_in_flight_bytes,
+        )
+        .map_err(|e| key_error("limits.max_in_flight_bytes", e))?,
+        max_in_flight_bytes_per_user: 0,
     };
     per_user_shares(limits, file, key_error)
 }
@@ -166,6 +187,7 @@ fn per_user_shares(
         file.max_retained_per_user,
         file.max_tombstones_per_user,
         file.max_upstream_calls_per_user,
+        file.max_in_flight_bytes_per_user,
     ];
     for (share, value) in SHARES.iter().zip(given) {
         let bound = (share.bound)(&limits);

@@ -133,15 +133,16 @@ fn per_user_shares_follow_their_bounds_and_a_share_at_its_bound_is_warned_about(
             defaults.max_sessions_per_user,
             defaults.max_retained_per_user,
             defaults.max_tombstones_per_user,
-            defaults.max_upstream_calls_per_user
+            defaults.max_upstream_calls_per_user,
+            defaults.max_in_flight_bytes_per_user
         ),
-        (1_000, 100, 10_000, 1_000, 100)
+        (1_000, 100, 10_000, 1_000, 100, 64 * 1024 * 1024 / 10)
     );
     assert!(defaults.warnings().is_empty(), "{:?}", defaults.warnings());
     // Only the bounds configured: each share follows its own, below it.
     let small = load(
         "[limits]\nmax_runs = 8\nmax_sessions = 8\nmax_retained = 50\nmax_tombstones = 30\n\
-         max_upstream_calls = 40\n",
+         max_upstream_calls = 40\nmax_in_flight_bytes = 1000\n",
     )
     .unwrap()
     .limits;
@@ -151,9 +152,10 @@ fn per_user_shares_follow_their_bounds_and_a_share_at_its_bound_is_warned_about(
             small.max_sessions_per_user,
             small.max_retained_per_user,
             small.max_tombstones_per_user,
-            small.max_upstream_calls_per_user
+            small.max_upstream_calls_per_user,
+            small.max_in_flight_bytes_per_user
         ),
-        (1, 1, 5, 3, 4)
+        (1, 1, 5, 3, 4, 100)
     );
     assert!(small.warnings().is_empty(), "{:?}", small.warnings());
     // A bound of 1 leaves a share of 1, equal to it: warned about, as is a share given equal

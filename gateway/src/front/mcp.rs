@@ -40,6 +40,9 @@ use crate::front::rpc::RUN_ID_HEADER;
 use crate::runs::record::{CancelSource, new_run_id};
 use crate::upstream::PROGRESS_BUFFER;
 
+/// Requests beside its runs one user may have in flight on `/mcp` (`tools/list`, `ping`).
+const QUICK_REQUESTS: usize = 64;
+
 /// A session unused this long (nothing in flight, no stream open) is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
@@ -51,8 +54,19 @@ pub fn service(app: &Arc<App>) -> axum::Router {
         .router(router(app))
         .max_frame_len(config.limits.max_body_bytes)
         // Runs have their own bound (`limits.max_runs`, answered -32050); the peer's must not
-        // be the lower one, since every 2026-07-28 request shares one peer.
-        .max_in_flight(config.limits.max_runs);
+        // be the lower one. Every 2026-07-28 request is served by one peer, each user with a
+        // share of it (the server names the user: `session_owner`): its runs' share plus room
+        // for the quick requests beside them, and a share of the params' bytes.
+        .max_in_flight(config.limits.max_runs)
+        .max_in_flight_bytes(config.limits.max_in_flight_bytes)
+        .max_in_flight_per_owner(
+            config
+                .limits
+                .max_runs_per_user
+                .saturating_add(QUICK_REQUESTS),
+            config.limits.max_in_flight_bytes_per_user,
+            None,
+        );
     McpHttpServer::new(builder)
         .keep_alive(config.keep_alive)
         .origin_policy(config.origins.clone())

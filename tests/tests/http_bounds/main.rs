@@ -16,4 +16,5 @@ mod harness;
 mod ids_and_tokens;
 #[path = "../support/mcp_post.rs"]
 mod mcp_post;
+mod owners;
 mod replay;
