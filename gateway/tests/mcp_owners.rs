@@ -52,7 +52,9 @@ async fn one_user_at_their_share_of_the_peer_is_refused_while_another_is_served(
         },
     )
     .await;
-    let (refused, running): (Vec<_>, Vec<_>) = alice.into_iter().partition(|c| c.is_finished());
+    let (refused, running): (Vec<_>, Vec<_>) = alice
+        .into_iter()
+        .partition(tokio::task::JoinHandle::is_finished);
     assert_eq!(running.len(), 3, "three of alice's calls run");
     for call in refused {
         let reply = join(call).await;
