@@ -9,22 +9,19 @@ use bytes::Bytes;
 use cancelkit_protocol::jsonrpc::RequestId;
 use cancelkit_wire::headers::{self, SESSION_ID};
 use cancelkit_wire::sse;
-use futures_util::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
-use super::deliver::{ToPeer, write_to_peer};
-use super::lines::{self, Line, OutputLines};
+use super::deliver::{PeerInput, ToPeer, peer_input};
 use super::session::{Era, Learned, era_of};
 use super::{HttpClient, MAX_UNREAD_BYTES, Options, failure, post, stream};
 use crate::peer::budget::Budget;
 use crate::peer::wire::{self, Incoming};
+use crate::peer::{Inbound, Message, Outbound, OutboundKind};
 use crate::sync::lock;
 
 const INITIALIZED: &str = "notifications/initialized";
@@ -67,9 +64,8 @@ pub(super) struct Shared {
     pub(super) posts: Semaphore,
     /// Bytes of requests waiting for a `POST` slot.
     pub(super) queued: Budget,
-    /// Messages for the peer's input, written whole and in order by [`write_to_peer`]: a task
-    /// dropped while it waits for room leaves nothing half-written. Unbounded as a channel,
-    /// bounded by `unread` ([`MAX_UNREAD_BYTES`]), taken before anything is queued.
+    /// Messages for the peer, taken whole and in order from [`peer_input`]. Unbounded as a
+    /// channel, bounded by `unread` ([`MAX_UNREAD_BYTES`]), taken before anything is queued.
     pub(super) to_peer: mpsc::UnboundedSender<ToPeer>,
     pub(super) unread: Budget,
     /// The bridge stops: every task ends.
@@ -183,20 +179,22 @@ impl Shared {
         tokio::spawn(post::run(Arc::clone(self), job, signal, slot));
     }
 
-    /// The peer's `notifications/cancelled`: aborts a 2026-07-28 request's `POST`, or has a
-    /// legacy request's task send the notification.
-    fn cancel(&self, params: Option<&RawValue>, message: Bytes) {
+    /// The peer's `notifications/cancelled` for request `id` (read from `params` when the
+    /// peer did not say which): aborts a 2026-07-28 request's `POST`, or has a legacy
+    /// request's task send the notification.
+    fn cancel(&self, id: Option<RequestId>, params: Option<&RawValue>, message: Bytes) {
         #[derive(Deserialize)]
         struct Cancelled {
             #[serde(rename = "requestId")]
             id: RequestId,
         }
-        let Some(Ok(cancelled)) = params.map(|p| serde_json::from_str::<Cancelled>(p.get())) else {
+        let read = || params.and_then(|p| serde_json::from_str::<Cancelled>(p.get()).ok());
+        let Some(id) = id.or_else(|| read().map(|c| c.id)) else {
             tracing::warn!("the peer sent notifications/cancelled without a request id; not sent");
             return;
         };
-        let Some(entry) = self.untrack(&cancelled.id) else {
-            tracing::debug!(request_id = %cancelled.id, "cancel for a request no longer in flight; not sent");
+        let Some(entry) = self.untrack(&id) else {
+            tracing::debug!(request_id = %id, "cancel for a request no longer in flight; not sent");
             return;
         };
         let signal = match entry.era {
@@ -280,8 +278,15 @@ impl Shared {
         }
     }
 
-    /// One message the peer wrote.
-    async fn outgoing(self: &Arc<Self>, bytes: Bytes) {
+    /// One message the peer sent.
+    async fn outgoing(self: &Arc<Self>, message: Outbound) {
+        if let OutboundKind::Cancel { id } = message.kind() {
+            let id = id.clone();
+            self.cancel(Some(id), None, message.into_bytes());
+            return;
+        }
+        let bytes = message.into_bytes();
+        // The method and params, for the headers and the era: our own message, read back.
         match wire::parse(&bytes) {
             Incoming::Request { id, method, params } => {
                 let method = method.into_owned();
@@ -290,7 +295,7 @@ impl Shared {
             }
             Incoming::Notification { method, params } if method == CANCELLED => {
                 let params = params.map(ToOwned::to_owned);
-                self.cancel(params.as_deref(), bytes);
+                self.cancel(None, params.as_deref(), bytes);
             }
             Incoming::Notification { method, .. } => {
                 let method = method.into_owned();
@@ -310,9 +315,9 @@ impl Shared {
         }
     }
 
-    /// A line the peer wrote beyond the limit: a request is answered with an error.
-    fn too_long(self: &Arc<Self>, head: &[u8], limit: usize) {
-        let Some(id) = lines::request_id_in(head) else {
+    /// A message of the peer's beyond the limit: a request is answered with an error.
+    fn too_long(self: &Arc<Self>, message: &Outbound, limit: usize) {
+        let OutboundKind::Request { id } = message.kind() else {
             tracing::error!(
                 limit,
                 "the peer wrote a message beyond the client's limit; dropped"
@@ -320,58 +325,51 @@ impl Shared {
             return;
         };
         tracing::error!(request_id = %id, limit, "the peer wrote a request beyond the client's limit; not sent");
-        let answer = wire::error(Some(&id), &failure::not_sent(limit));
+        let answer = Message::Response {
+            id: id.clone(),
+            outcome: Err(failure::not_sent(limit)),
+        };
         // Not from the bridge itself: it must go on reading the peer's output meanwhile.
         let shared = Arc::clone(self);
-        tokio::spawn(async move { shared.to_peer(&answer).await });
+        tokio::spawn(async move { shared.to_peer(Inbound::Message(answer), 256).await });
     }
 }
 
-/// Starts the bridge: the task writing into the peer's input, and the one reading its output
-/// (which this returns).
+/// Starts the bridge: the peer's input (which this returns), and the task reading the peer's
+/// output from `output`, whose messages are at most `limit` bytes.
 pub(super) fn spawn(
     client: HttpClient,
     event_limit: usize,
-    lines: FramedRead<ReadHalf<DuplexStream>, OutputLines>,
-    pipe: WriteHalf<DuplexStream>,
-) -> tokio::task::JoinHandle<()> {
+    output: mpsc::Receiver<Outbound>,
+    limit: usize,
+) -> (tokio::task::JoinHandle<()>, PeerInput) {
     // Bounded by `unread` (see `Shared::to_peer`).
     let (to_peer, queued) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared::new(client, event_limit, to_peer));
-    tokio::spawn(write_to_peer(
-        pipe,
-        queued,
-        shared.unread.clone(),
-        shared.stop.clone(),
-    ));
-    tokio::spawn(run(shared, lines))
+    let input = peer_input(queued, shared.unread.clone(), shared.stop.clone());
+    (tokio::spawn(run(shared, output, limit)), input)
 }
 
-/// Reads the peer's output until it ends; then stops every task (the writer ends the peer's
-/// input) and ends the session.
-async fn run(shared: Arc<Shared>, mut lines: FramedRead<ReadHalf<DuplexStream>, OutputLines>) {
-    let limit = lines.decoder().limit();
+/// Reads the peer's output until it ends; then stops every task (the peer's input ends) and
+/// ends the session.
+async fn run(shared: Arc<Shared>, mut output: mpsc::Receiver<Outbound>, limit: usize) {
     let mut closing = false;
     loop {
-        let line = tokio::select! {
+        let message = tokio::select! {
             biased;
             () = shared.expired.cancelled(), if !closing => {
-                // Owed answers were queued before the expiry was signalled; the peer reads
+                // Owed answers were queued before the expiry was signalled; the peer takes
                 // them, then the end of its input, and closes — which ends its output.
                 closing = true;
                 shared.close_peer_input();
                 continue;
             }
-            line = lines.next() => line,
+            message = output.recv() => message,
         };
-        match line {
+        match message {
             None => break,
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "cannot read the peer's output");
-                break;
-            }
-            Some(Ok(Line::TooLong(head))) => shared.too_long(&head, limit),
-            Some(Ok(Line::Message(bytes))) => shared.outgoing(bytes).await,
+            Some(message) if message.bytes().len() > limit => shared.too_long(&message, limit),
+            Some(message) => shared.outgoing(message).await,
         }
     }
     shared.stop.cancel();

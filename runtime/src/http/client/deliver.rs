@@ -1,17 +1,20 @@
-//! The way back: every message from the server goes into the peer's input as one line, whole
-//! and in order, through a queue bounded in bytes that a single writer task empties.
+//! The way back: every message from the server goes to the peer as a message, parsed once,
+//! whole and in order, through a queue bounded in bytes that the peer takes from.
+
+use std::pin::Pin;
 
 use cancelkit_protocol::jsonrpc::RequestId;
+use futures_util::Stream;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncWriteExt, DuplexStream, WriteHalf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{Shared, Signal};
-use super::{failure, lines};
+use super::failure;
 use crate::peer::budget::Budget;
 use crate::peer::wire::{self, Incoming};
+use crate::peer::{Inbound, Message};
 
 /// The request whose answer a stream is read for.
 #[derive(Debug, Clone, Copy)]
@@ -20,10 +23,10 @@ pub(super) struct Awaited<'a> {
     pub(super) method: &'a str,
 }
 
-/// One item on its way into the peer's input.
+/// One item on its way to the peer.
 pub(super) enum ToPeer {
-    /// A message with its line end, and the room it took.
-    Line(Vec<u8>, u32),
+    /// A message, and the room it took.
+    Message(Inbound, u32),
     /// End the input (after what is queued before).
     Close,
 }
@@ -40,11 +43,11 @@ pub(super) enum Delivered {
 }
 
 impl Shared {
-    /// Queues one message (one line, without its end) for the peer's input, waiting for room
-    /// while the peer does not read; `false` once the bridge stops or the input is closed.
-    /// Cancel-safe: dropped while waiting, it has queued nothing.
-    pub(super) async fn to_peer(&self, line: &[u8]) -> bool {
-        let cost = self.unread.cost_of_bytes(line.len() + 1);
+    /// Queues one message of `size` bytes for the peer, waiting for room while the peer does
+    /// not take them; `false` once the bridge stops or the input is closed. Cancel-safe:
+    /// dropped while waiting, it has queued nothing.
+    pub(super) async fn to_peer(&self, message: Inbound, size: usize) -> bool {
+        let cost = self.unread.cost_of_bytes(size);
         let room = tokio::select! {
             biased;
             () = self.stop.cancelled() => false,
@@ -53,14 +56,17 @@ impl Shared {
         if !room {
             return false;
         }
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line);
-        bytes.push(b'\n');
-        if self.to_peer.send(ToPeer::Line(bytes, cost)).is_err() {
+        if self.to_peer.send(ToPeer::Message(message, cost)).is_err() {
             self.unread.give_back(cost);
             return false;
         }
         true
+    }
+
+    /// Queues an answer we made (a failure's error response) for the peer.
+    pub(super) async fn answer_peer(&self, bytes: Vec<u8>) -> bool {
+        let size = bytes.len();
+        self.to_peer(Inbound::Frame(bytes.into()), size).await
     }
 
     /// Ends the peer's input once what is queued has been written: the peer closes.
@@ -94,21 +100,25 @@ impl Shared {
     }
 
     async fn deliver_one(&self, text: &str, awaited: Option<Awaited<'_>>) -> Delivered {
-        let line = lines::one_line(text);
-        // What the peer gets instead of the server's message, if anything.
-        let mut instead = None;
-        let response = match wire::parse(line.as_bytes()) {
+        let (message, response) = match wire::parse(text.as_bytes()) {
             Incoming::Response { id, outcome } => {
                 let ours = awaited.filter(|a| *a.id == id);
-                if let Some(awaited) = ours {
-                    instead = self
-                        .learned
-                        .learn(awaited.method, &outcome)
-                        .map(|result| wire::result(&id, &result));
-                }
-                Some((id, ours.is_some()))
+                // What the peer gets instead of the server's result, if anything.
+                let instead = ours.and_then(|awaited| self.learned.learn(awaited.method, &outcome));
+                let outcome = instead.map_or(outcome, Ok);
+                let answered = (id.clone(), ours.is_some());
+                (Message::Response { id, outcome }, Some(answered))
             }
-            Incoming::Request { .. } | Incoming::Notification { .. } => None,
+            Incoming::Request { id, method, params } => {
+                let method = method.into_owned();
+                let params = params.map(ToOwned::to_owned);
+                (Message::Request { id, method, params }, None)
+            }
+            Incoming::Notification { method, params } => {
+                let method = method.into_owned();
+                let params = params.map(ToOwned::to_owned);
+                (Message::Notification { method, params }, None)
+            }
             Incoming::Invalid { error, .. } => {
                 let detail = error
                     .data
@@ -128,10 +138,7 @@ impl Shared {
                 ));
             }
         };
-        if !self
-            .to_peer(instead.as_deref().unwrap_or(line.as_bytes()))
-            .await
-        {
+        if !self.to_peer(Inbound::Message(message), text.len()).await {
             return Delivered::Closed;
         }
         // Only once the response is queued for the peer: a response on another request's
@@ -148,33 +155,36 @@ impl Shared {
     }
 }
 
-/// Writes the queued messages into the peer's input, each whole, until told to close it or
-/// the bridge stops; then ends the input.
-pub(super) async fn write_to_peer(
-    mut pipe: WriteHalf<DuplexStream>,
-    mut queued: mpsc::UnboundedReceiver<ToPeer>,
+/// The peer's input, as [`peer_input`] makes it.
+pub(super) type PeerInput = Pin<Box<dyn Stream<Item = std::io::Result<Inbound>> + Send>>;
+
+/// The peer's input: the queued messages, each given back its room as the peer takes it,
+/// until told to close or the bridge stops.
+pub(super) fn peer_input(
+    queued: mpsc::UnboundedReceiver<ToPeer>,
     unread: Budget,
     stop: CancellationToken,
-) {
-    loop {
-        let next = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            next = queued.recv() => next,
-        };
-        let Some(ToPeer::Line(bytes, cost)) = next else {
-            break;
-        };
-        let written = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            written = pipe.write_all(&bytes) => written,
-        };
-        unread.give_back(cost);
-        if written.is_err() {
-            break;
-        }
-    }
-    unread.close();
-    let _ = pipe.shutdown().await;
+) -> PeerInput {
+    let state = (queued, unread, stop);
+    Box::pin(futures_util::stream::unfold(
+        Some(state),
+        |state| async move {
+            let (mut queued, unread, stop) = state?;
+            let next = tokio::select! {
+                biased;
+                () = stop.cancelled() => None,
+                next = queued.recv() => next,
+            };
+            match next {
+                Some(ToPeer::Message(message, cost)) => {
+                    unread.give_back(cost);
+                    Some((Ok(message), Some((queued, unread, stop))))
+                }
+                Some(ToPeer::Close) | None => {
+                    unread.close();
+                    None
+                }
+            }
+        },
+    ))
 }

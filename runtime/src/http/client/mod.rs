@@ -1,9 +1,10 @@
 //! The client side of MCP over Streamable HTTP: a [`Peer`] whose messages travel as HTTP
 //! requests to one server URL.
 //!
-//! The peer stays a byte-stream peer: [`HttpClient::connect`] joins it to an in-memory pipe and
-//! spawns a *bridge* on the other end, which turns each line the peer writes into HTTP and
-//! writes every message the server sends as a line into the peer's input. Everything the
+//! [`HttpClient::connect`] serves the peer on a message transport
+//! ([`PeerBuilder::serve`]) and spawns a *bridge* beside it, which turns each message the peer
+//! sends into HTTP and hands every message the server sends to the peer, parsed once. Every
+//! rule and bound of the peer's core applies as on stdio. Everything the
 //! [`Peer`] does — negotiation ([`PeerHandle::discover_or_initialize`]), request futures that
 //! cancel when dropped, routers for the server's requests — works unchanged.
 //!
@@ -156,7 +157,6 @@ mod bridge;
 mod declared;
 mod deliver;
 mod failure;
-mod lines;
 mod post;
 mod session;
 mod stream;
@@ -165,10 +165,11 @@ mod tests;
 
 use std::time::Duration;
 
+use futures_util::SinkExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use tokio_util::codec::FramedRead;
+use tokio_util::sync::PollSender;
 
-use crate::peer::{Framing, Peer, PeerBuilder};
+use crate::peer::{Peer, PeerBuilder};
 
 pub use failure::TransportFailure;
 
@@ -198,8 +199,8 @@ pub const MAX_ANNOTATED_TOOLS: usize = 4096;
 /// message passes alone).
 pub const MAX_UNREAD_BYTES: usize = 16 << 20;
 
-/// The pipe between the peer and the bridge.
-const PIPE_BYTES: usize = 64 << 10;
+/// The peer's messages waiting for the bridge to take them; beyond, the peer waits.
+const OUTPUT_MESSAGES: usize = 8;
 
 /// An [`HttpClient`] that cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -424,12 +425,11 @@ impl HttpClient {
             .options
             .max_message_bytes
             .unwrap_or_else(|| builder.output_limit());
-        let (peer_io, bridge_io) = tokio::io::duplex(PIPE_BYTES);
-        let (read, write) = tokio::io::split(peer_io);
-        let peer = builder.framing(Framing::Lines).connect(read, write);
-        let (from_peer, to_peer) = tokio::io::split(bridge_io);
-        let lines = FramedRead::new(from_peer, lines::OutputLines::new(line_limit));
-        let task = bridge::spawn(self, event_limit, lines, to_peer);
+        let (output, from_peer) = tokio::sync::mpsc::channel(OUTPUT_MESSAGES);
+        let output = PollSender::new(output)
+            .sink_map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        let (task, input) = bridge::spawn(self, event_limit, from_peer, line_limit);
+        let peer = builder.serve(input, output);
         (peer, Bridge { task })
     }
 }

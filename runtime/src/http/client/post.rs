@@ -94,7 +94,7 @@ fn give_back(shared: &Shared, job: &Job, phase: &watch::Sender<Phase>) {
 /// closes the connection.
 async fn finish(shared: &Shared, job: &Job, failure: &Failure) {
     tracing::debug!(request_id = %job.id, method = job.method, ?failure, "the request failed");
-    shared.to_peer(&failure.response(&job.id)).await;
+    shared.answer_peer(failure.response(&job.id)).await;
     if matches!(failure, Failure::SessionExpired) {
         shared.expire();
     }

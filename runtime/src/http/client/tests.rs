@@ -3,121 +3,16 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
 use cancelkit_protocol::jsonrpc::RequestId;
 use reqwest::StatusCode;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio_util::codec::Decoder;
 
 use super::declared::declarations;
 use super::failure::{self, Failure, TransportFailure};
-use super::lines::{HEAD_BYTES, Line, OutputLines, one_line, request_id_in};
 use super::session::{Era, Learned, era_of};
 use super::stream::delay;
 use super::{ClientError, HttpClient};
-
-fn decode_all(max: usize, input: &[u8], read: usize) -> Vec<Line> {
-    let mut decoder = OutputLines::new(max);
-    let mut buf = BytesMut::new();
-    let mut out = Vec::new();
-    for chunk in input.chunks(read) {
-        buf.extend_from_slice(chunk);
-        while let Some(line) = decoder.decode(&mut buf).unwrap() {
-            out.push(line);
-        }
-    }
-    while let Some(line) = decoder.decode_eof(&mut buf).unwrap() {
-        out.push(line);
-    }
-    out
-}
-
-fn message(text: &str) -> Line {
-    Line::Message(bytes::Bytes::copy_from_slice(text.as_bytes()))
-}
-
-#[test]
-fn the_peers_output_is_cut_into_lines_whatever_the_reads() {
-    for read in [1, 2, 5, 1000] {
-        assert_eq!(
-            decode_all(8, b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", read),
-            vec![
-                message("{\"a\":1}"),
-                message("{\"b\":2}"),
-                message("{\"c\":3}")
-            ],
-            "reads of {read}"
-        );
-    }
-}
-
-#[test]
-fn an_over_long_line_is_reported_once_with_its_head_and_the_next_line_still_arrives() {
-    let mut input = format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"{}"}}"#,
-        "x".repeat(600)
-    )
-    .into_bytes();
-    input.extend_from_slice(b"\n{\"ok\":1}\n");
-    for read in [1, 7, 4096] {
-        let lines = decode_all(64, &input, read);
-        assert_eq!(lines.len(), 2, "reads of {read}: {lines:?}");
-        let Line::TooLong(head) = &lines[0] else {
-            panic!("not too long: {lines:?}");
-        };
-        assert!(head.len() <= HEAD_BYTES);
-        assert_eq!(
-            request_id_in(head),
-            Some(RequestId::from(7)),
-            "reads of {read}"
-        );
-        assert_eq!(lines[1], message("{\"ok\":1}"));
-    }
-    // Exactly at the limit passes, with or without `\r`.
-    assert_eq!(
-        decode_all(4, b"abcd\r\nabcd\n", 1),
-        vec![message("abcd"), message("abcd")]
-    );
-    // An unterminated last line beyond the limit is reported too.
-    assert!(matches!(
-        decode_all(4, b"abcdef", 2).as_slice(),
-        [Line::TooLong(_)]
-    ));
-}
-
-#[test]
-fn request_ids_are_found_only_in_requests() {
-    assert_eq!(
-        request_id_in(br#"{"jsonrpc":"2.0","id":"a\"b","method":"m","params":{"#),
-        Some(RequestId::from("a\"b"))
-    );
-    assert_eq!(
-        request_id_in(br#"{"jsonrpc":"2.0","id":-12,"method":"m"#),
-        Some(RequestId::from(-12))
-    );
-    assert_eq!(
-        request_id_in(br#"{"jsonrpc":"2.0","method":"notifications/x","params":{"#),
-        None
-    );
-    assert_eq!(
-        request_id_in(br#"{"jsonrpc":"2.0","id":3,"result":{"text":"#),
-        None
-    );
-}
-
-#[test]
-fn a_servers_message_becomes_one_line_meaning_the_same() {
-    let pretty =
-        "{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 1,\n  \"result\": {\"text\": \"a\\nb\"}\n}";
-    let line = one_line(pretty);
-    assert!(!line.contains(['\n', '\r']));
-    assert_eq!(
-        serde_json::from_str::<Value>(&line).unwrap(),
-        serde_json::from_str::<Value>(pretty).unwrap()
-    );
-    assert!(matches!(one_line("{}"), std::borrow::Cow::Borrowed(_)));
-}
 
 fn error_of(bytes: &[u8]) -> Value {
     serde_json::from_slice::<Value>(bytes).unwrap()
