@@ -1,9 +1,12 @@
 //! A JSON-RPC connection with per-request cancellation: [`Peer`].
 //!
 //! One [`Peer`] serves one connection over any `AsyncRead + AsyncWrite` (stdio, a socket, an
-//! in-memory duplex). It routes inbound requests to handlers ([`Router`]), each in its own task
-//! inside its own cancellation scope, and sends outbound requests ([`PeerHandle::request`]) whose
-//! futures tell the peer when they are dropped unanswered.
+//! in-memory duplex; [`PeerBuilder::connect`]) or any message transport ([`PeerBuilder::serve`]:
+//! a stream of [`Inbound`] messages and a sink of [`Outbound`] ones — the Streamable HTTP server
+//! and client are such transports; see [`transport`]). It routes inbound requests to handlers
+//! ([`Router`]), each in its own task inside its own cancellation scope, and sends outbound
+//! requests ([`PeerHandle::request`]) whose futures tell the peer when they are dropped
+//! unanswered. Every rule below lives in this core, so every transport gets it.
 //!
 //! Cancellation follows the [`Protocol`]:
 //!

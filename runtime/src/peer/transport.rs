@@ -134,15 +134,17 @@ pub enum OutboundKind {
 pub struct Outbound {
     kind: OutboundKind,
     channel: u64,
-    bytes: Bytes,
+    /// Kept as the serialiser wrote it: a byte framing copies it into its write buffer, and
+    /// only a transport that keeps it turns it into [`Bytes`].
+    bytes: Vec<u8>,
 }
 
 impl Outbound {
-    pub(crate) fn new(kind: OutboundKind, bytes: impl Into<Bytes>) -> Self {
+    pub(crate) fn new(kind: OutboundKind, bytes: Vec<u8>) -> Self {
         Self {
             kind,
             channel: 0,
-            bytes: bytes.into(),
+            bytes,
         }
     }
 
@@ -164,13 +166,13 @@ impl Outbound {
     }
 
     /// Its bytes: one JSON-RPC message, without framing.
-    pub fn bytes(&self) -> &Bytes {
+    pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// Its bytes, taken.
     pub fn into_bytes(self) -> Bytes {
-        self.bytes
+        Bytes::from(self.bytes)
     }
 }
 
