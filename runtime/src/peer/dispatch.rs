@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
 use futures_util::FutureExt;
 use serde_json::value::RawValue;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::disconnect::Answer;
@@ -181,18 +181,9 @@ impl Request {
         ticket: Ticket,
     ) {
         let shared = Arc::clone(&self.peer.shared);
-        let owner_slots = ticket.slots.clone();
         let mut admitted = Admitted {
             limits: &shared.limits,
             ticket: Some(ticket),
-        };
-        let cx = Context {
-            peer: self.peer.clone(),
-            id: Some(self.id.clone()),
-            transport: shared
-                .transport
-                .as_ref()
-                .and_then(|data| data(self.peer.channel, &self.id)),
         };
         let admission = match shared.rules.admit(params.as_deref()) {
             Ok(admission) => admission,
@@ -216,15 +207,18 @@ impl Request {
             }
             // Boxed: only task-augmented requests pay for its future (the task of every
             // request would otherwise be sized for it: 1,840 bytes instead of 736).
+            let cx = self.context();
             Box::pin(self.run_as_task(tasks, (ttl, extension), handler, params, cx, &mut admitted))
                 .await;
             return;
         }
         let token = scope.token().clone();
-        let concurrency = [owner_slots, shared.limits.concurrency.clone()];
+        let owner_slots = admitted.ticket.as_ref().and_then(Ticket::owner_slots);
+        let concurrency = Slots::of(owner_slots, shared.limits.concurrency.as_ref());
         let kind = self.kind;
         let reply = guarded(async {
             shared.rules.before_request(kind, params.as_deref());
+            let cx = self.context();
             run_handler(handler.start(params, cx), &scope, &token, concurrency).await
         })
         .await;
@@ -233,6 +227,22 @@ impl Request {
             log_cancelled(&self.id, &self.method, cause);
         }
         Box::pin(self.finish(reply, cause)).await;
+    }
+
+    /// What its handler is given. Made as the handler starts, not before: every request's task
+    /// would otherwise hold it across the waits before (and what the transport tells is looked
+    /// up as the handler starts).
+    fn context(&self) -> Context {
+        Context {
+            peer: self.peer.clone(),
+            id: Some(self.id.clone()),
+            transport: self
+                .peer
+                .shared
+                .transport
+                .as_ref()
+                .and_then(|data| data(self.peer.channel, &self.id)),
+        }
     }
 
     /// MCP 2025-11-25 task-augmented `tools/call`: answered with the task at once; the handler
@@ -283,7 +293,7 @@ impl Request {
                 handler,
                 &scope,
                 &token,
-                [None, shared.limits.concurrency.clone()],
+                Slots::of(None, shared.limits.concurrency.as_ref()),
             ))
             .await;
             if let Some(cause) = scope.cancel_reason() {
@@ -303,7 +313,7 @@ impl Request {
         }
         let Some(finished) = shared
             .registry
-            .finish(&(self.peer.channel, self.id.clone()), self.generation)
+            .finish((self.peer.channel, &self.id), self.generation)
         else {
             tracing::info!(request_id = %self.id, "no response for a request the peer cancelled");
             return;
@@ -427,31 +437,21 @@ async fn run_handler(
     handler: BoxFuture<Reply>,
     scope: &Scope,
     token: &CancellationToken,
-    concurrency: [Option<Arc<Semaphore>>; 2],
+    concurrency: Option<Box<Slots>>,
 ) -> Reply {
     let cancelled = || -> Reply {
         let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
         Err(crate::Cancelled::new(reason).into())
     };
-    // Boxed: only a connection with a concurrency limit pays for the wait's future (every
-    // request's task would otherwise be sized for it). The owner's slot first, then the
-    // connection's: a user waiting for its own slot holds none of the others'.
-    let mut permits = [None, None];
-    for (slots, permit) in concurrency.into_iter().zip(&mut permits) {
-        let Some(slots) = slots else { continue };
-        let acquired = Box::pin(async {
-            tokio::select! {
-                biased;
-                () = token.cancelled() => None,
-                permit = slots.acquire_owned() => Some(permit.ok()),
-            }
-        })
-        .await;
-        match acquired {
-            Some(acquired) => *permit = acquired,
+    // Boxed: only a bounded request pays for the wait's future and its permits (every
+    // request's task would otherwise be sized for them).
+    let _permits = match concurrency {
+        Some(slots) => match Box::pin(slots.acquire(token)).await {
+            Some(permits) => Some(permits),
             None => return cancelled(),
-        }
-    }
+        },
+        None => None,
+    };
     let mut handler = std::pin::pin!(Declared::new(handler));
     tokio::select! {
         biased;
@@ -461,5 +461,49 @@ async fn run_handler(
     match handler.mode() {
         Some(_) => handler.await,
         None => cancelled(),
+    }
+}
+
+/// The concurrency slots a request waits for: its owner's (when the transport named one and
+/// its share is bounded), then the connection's.
+pub(super) struct Slots {
+    owner: Option<Arc<Semaphore>>,
+    connection: Option<Arc<Semaphore>>,
+}
+
+/// The slots taken, held while the handler runs.
+type Permits = Box<[Option<OwnedSemaphorePermit>; 2]>;
+
+impl Slots {
+    /// `None` when neither is bounded. Boxed, as is what it takes: only a bounded request pays
+    /// for them (every request's task would otherwise be sized for them).
+    fn of(
+        owner: Option<Arc<Semaphore>>,
+        connection: Option<&Arc<Semaphore>>,
+    ) -> Option<Box<Slots>> {
+        (owner.is_some() || connection.is_some()).then(|| {
+            Box::new(Slots {
+                owner,
+                connection: connection.cloned(),
+            })
+        })
+    }
+
+    /// Takes the owner's slot, then the connection's: a user waiting for their own slot holds
+    /// none of the others'. `None` if cancelled first.
+    async fn acquire(self: Box<Self>, token: &CancellationToken) -> Option<Permits> {
+        let mut permits: Permits = Box::new([None, None]);
+        for (slots, permit) in [self.owner, self.connection]
+            .into_iter()
+            .zip(permits.iter_mut())
+        {
+            let Some(slots) = slots else { continue };
+            tokio::select! {
+                biased;
+                () = token.cancelled() => return None,
+                taken = slots.acquire_owned() => *permit = taken.ok(),
+            }
+        }
+        Some(permits)
     }
 }

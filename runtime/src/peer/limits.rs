@@ -59,14 +59,16 @@ impl Limits {
         let mut ticket = Ticket {
             bytes: 0,
             owner: None,
-            slots: None,
         };
         if let Some(owner) = owner {
             let costed = self.request_bytes.cost_of_bytes(bytes);
             match self.owners.take(&owner, costed) {
                 Ok(slots) => {
-                    ticket.slots = slots;
-                    ticket.owner = Some((owner, costed));
+                    ticket.owner = Some(Box::new(OwnerTicket {
+                        owner,
+                        bytes: costed,
+                        slots,
+                    }));
                 }
                 Err(OverShare::Requests(max)) => {
                     return Err(overloaded(format!(
@@ -86,8 +88,8 @@ impl Limits {
                 Ok(ticket)
             }
             Err(refused) => {
-                if let Some((owner, costed)) = &ticket.owner {
-                    self.owners.give_back(owner, *costed);
+                if let Some(taken) = &ticket.owner {
+                    self.owners.give_back(&taken.owner, taken.bytes);
                 }
                 Err(refused)
             }
@@ -114,8 +116,8 @@ impl Limits {
     }
 
     pub(super) fn release(&self, ticket: Ticket) {
-        if let Some((owner, costed)) = &ticket.owner {
-            self.owners.give_back(owner, *costed);
+        if let Some(taken) = &ticket.owner {
+            self.owners.give_back(&taken.owner, taken.bytes);
         }
         self.request_bytes.sub(ticket.bytes);
         self.requests.sub(1);
@@ -216,10 +218,25 @@ fn overloaded(why: String) -> JsonRpcError {
 #[derive(Debug)]
 pub(super) struct Ticket {
     bytes: usize,
-    /// The owner whose share it took, and how much.
-    owner: Option<(Owner, usize)>,
+    /// The owner whose share it took (boxed: only requests with an owner pay for it, and
+    /// every request's task holds a ticket).
+    owner: Option<Box<OwnerTicket>>,
+}
+
+/// What a ticket took of its owner's share.
+#[derive(Debug)]
+struct OwnerTicket {
+    owner: Owner,
+    bytes: usize,
     /// The owner's concurrency slots, when bounded.
-    pub(super) slots: Option<Arc<Semaphore>>,
+    slots: Option<Arc<Semaphore>>,
+}
+
+impl Ticket {
+    /// The owner's concurrency slots, when the request has an owner and they are bounded.
+    pub(super) fn owner_slots(&self) -> Option<Arc<Semaphore>> {
+        self.owner.as_ref()?.slots.clone()
+    }
 }
 
 /// Gives a ticket back when the request is done, however its task ends.

@@ -98,7 +98,7 @@ pub(crate) fn apply_cancel(peer: &PeerHandle, cancel: CancelRequest) {
     }
     let reason = CancelReason::Peer(cancel.reason.clone());
     match shared.registry.cancel(
-        &(peer.channel, cancel.id.clone()),
+        (peer.channel, &cancel.id),
         reason,
         !shared.rules.answer_cancelled,
     ) {

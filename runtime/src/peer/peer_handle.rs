@@ -175,10 +175,7 @@ impl PeerHandle {
     /// still answered (-32800, or the handler's result), since the peer did not cancel it.
     /// Returns whether a cancellable request with that id was in flight and not yet cancelled.
     pub fn cancel_inbound(&self, id: &RequestId, reason: CancelReason) -> bool {
-        let outcome = self
-            .shared
-            .registry
-            .cancel_ours(&(self.channel, id.clone()), reason);
+        let outcome = self.shared.registry.cancel_ours((self.channel, id), reason);
         tracing::debug!(request_id = %id, ?outcome, "cancel of an inbound request asked from our side");
         outcome == Cancel::Cancelled
     }

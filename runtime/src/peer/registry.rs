@@ -45,8 +45,54 @@ pub(crate) enum Cancel {
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    entries: Mutex<HashMap<Key, Entry>>,
+    entries: Mutex<Entries>,
     generations: std::sync::atomic::AtomicU64,
+}
+
+/// The connection's own requests (channel 0) keyed by id alone, as a byte stream has nothing
+/// else; requests on the transport's channels keyed by both.
+#[derive(Debug, Default)]
+struct Entries {
+    own: HashMap<RequestId, Entry>,
+    channels: HashMap<Key, Entry>,
+}
+
+impl Entries {
+    // Channel 0 is looked up without copying the id (an owned key only for the others).
+    fn get(&self, (channel, id): (u64, &RequestId)) -> Option<&Entry> {
+        match channel {
+            0 => self.own.get(id),
+            _ => self.channels.get(&(channel, id.clone())),
+        }
+    }
+
+    fn get_mut(&mut self, (channel, id): (u64, &RequestId)) -> Option<&mut Entry> {
+        match channel {
+            0 => self.own.get_mut(id),
+            _ => self.channels.get_mut(&(channel, id.clone())),
+        }
+    }
+
+    fn remove(&mut self, (channel, id): (u64, &RequestId)) -> Option<Entry> {
+        match channel {
+            0 => self.own.remove(id),
+            _ => self.channels.remove(&(channel, id.clone())),
+        }
+    }
+
+    fn contains(&self, (channel, id): (u64, &RequestId)) -> bool {
+        match channel {
+            0 => self.own.contains_key(id),
+            _ => self.channels.contains_key(&(channel, id.clone())),
+        }
+    }
+
+    fn insert(&mut self, key: Key, entry: Entry) {
+        match key.0 {
+            0 => self.own.insert(key.1, entry),
+            _ => self.channels.insert(key, entry),
+        };
+    }
 }
 
 /// A request's key: its channel and its id.
@@ -57,7 +103,7 @@ pub(crate) type Key = (u64, RequestId);
 pub(crate) struct Duplicate;
 
 impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         lock(&self.entries)
     }
 
@@ -70,7 +116,7 @@ impl Registry {
         session: Option<String>,
     ) -> Result<u64, Duplicate> {
         let mut entries = self.lock();
-        if entries.contains_key(&id) {
+        if entries.contains((id.0, &id.1)) {
             return Err(Duplicate);
         }
         let generation = self
@@ -95,7 +141,12 @@ impl Registry {
     /// With `forget`, for protocols where a cancelled request gets no response (MCP), the entry
     /// goes at once: the peer considers the id free again, and its handler, finishing later,
     /// finds no entry and sends nothing.
-    pub(crate) fn cancel(&self, id: &Key, reason: CancelReason, forget: bool) -> Cancel {
+    pub(crate) fn cancel(
+        &self,
+        id: (u64, &RequestId),
+        reason: CancelReason,
+        forget: bool,
+    ) -> Cancel {
         let mut entries = self.lock();
         let Some(entry) = entries.get_mut(id) else {
             return Cancel::Unknown;
@@ -116,7 +167,7 @@ impl Registry {
 
     /// Cancels the request `id` from our side (an operator, an HTTP API): recorded with
     /// `reason`, never forgotten, since the peer still expects an answer.
-    pub(crate) fn cancel_ours(&self, id: &Key, reason: CancelReason) -> Cancel {
+    pub(crate) fn cancel_ours(&self, id: (u64, &RequestId), reason: CancelReason) -> Cancel {
         let entries = self.lock();
         let Some(entry) = entries.get(id) else {
             return Cancel::Unknown;
@@ -134,8 +185,13 @@ impl Registry {
     /// Cancels every prompt turn of `session` (ACP `session/cancel`); returns how many.
     pub(crate) fn cancel_session(&self, session: &str) -> usize {
         let mut entries = self.lock();
+        let entries = &mut *entries;
         let mut cancelled = 0;
-        for entry in entries.values_mut() {
+        for entry in entries
+            .own
+            .values_mut()
+            .chain(entries.channels.values_mut())
+        {
             if entry.session.as_deref() == Some(session) && !entry.session_cancelled {
                 entry.session_cancelled = true;
                 entry
@@ -149,7 +205,7 @@ impl Registry {
 
     /// Removes a finished request; `None` if its entry is already gone (cancelled with
     /// `forget`, its id possibly reused since): then no response is owed.
-    pub(crate) fn finish(&self, id: &Key, generation: u64) -> Option<Finished> {
+    pub(crate) fn finish(&self, id: (u64, &RequestId), generation: u64) -> Option<Finished> {
         let mut entries = self.lock();
         match entries.get(id) {
             Some(entry) if entry.generation == generation => {
@@ -165,6 +221,7 @@ impl Registry {
 
     /// How many requests are in flight (registered and not yet answered).
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        let entries = self.lock();
+        entries.own.len() + entries.channels.len()
     }
 }
