@@ -295,7 +295,7 @@ async fn notification(
             }
             session.conn.send(0, None, message()).await;
         }
-        // 2026-07-28 cancels by closing the stream; ids on this peer are ours anyway.
+        // 2026-07-28 cancels by closing the stream; a cancel names no channel to find its request.
         Target::Shared(_) if method == "notifications/cancelled" => {}
         Target::Shared(conn) => {
             conn.send(0, None, message()).await;
