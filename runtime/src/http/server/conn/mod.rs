@@ -199,7 +199,8 @@ impl Conn {
     }
 
     /// Hands one message of a client to the peer, waiting while the peer is behind; `false` if
-    /// the peer is gone. `key`: the request it belongs to (its channel), for the shared peer.
+    /// the peer is gone. `channel`: its request's channel on the shared peer (0: the
+    /// connection's own), and `owner`, the user whose share it counts against there.
     pub(super) async fn send(&self, channel: u64, owner: Option<Owner>, message: Message) -> bool {
         let inbound = if channel == 0 {
             Inbound::Message(message)
