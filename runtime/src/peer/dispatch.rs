@@ -9,9 +9,7 @@
 use std::sync::Arc;
 
 use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
-use futures_util::FutureExt;
 use serde_json::value::RawValue;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::disconnect::Answer;
@@ -20,9 +18,9 @@ use super::policy::Kind;
 use super::policy::tasks::{self, Tasks};
 use super::registry::{self};
 use super::router::{BoxFuture, Context, Reply, RequestRoute};
+use super::run::{Slots, guarded, run_handler};
 use super::transport::{Outbound, OutboundKind, Owner};
 use super::wire;
-use crate::cancellable::declared::Declared;
 use crate::{CancelReason, JsonRpcError, Scope};
 
 pub(crate) use super::limits::Limits;
@@ -96,7 +94,7 @@ pub(crate) async fn request(
         return;
     }
     if let Some(reply) = shared.rules.answer_now(method, params) {
-        send_reply(peer, &id, &reply).await;
+        send_reply(peer, id, &reply).await;
         return;
     }
     let handler = if let Some(tasks) = shared.rules.task_result(method) {
@@ -104,12 +102,12 @@ pub(crate) async fn request(
     } else if let Some(route) = shared.router.request_route(method) {
         Handler::Route(Arc::clone(route))
     } else if let Some(reply) = shared.rules.default_discover(method) {
-        send_reply(peer, &id, &reply).await;
+        send_reply(peer, id, &reply).await;
         return;
     } else {
         let error = JsonRpcError::method_not_found()
             .with_data(format!("no handler for `{}`", wire::truncate(method, 256)));
-        send_reply(peer, &id, &Err(error)).await;
+        send_reply(peer, id, &Err(error)).await;
         return;
     };
     let ticket = match shared
@@ -119,7 +117,7 @@ pub(crate) async fn request(
         Ok(ticket) => ticket,
         Err(refused) => {
             shared.limits.log_refusal(&id, method, &refused);
-            send_reply(peer, &id, &Err(refused)).await;
+            send_reply(peer, id, &Err(refused)).await;
             return;
         }
     };
@@ -139,7 +137,7 @@ pub(crate) async fn request(
             let error = JsonRpcError::new(ErrorCode::InvalidRequest, "Invalid request").with_data(
                 format!("request id {id} is already in use by a request in flight"),
             );
-            send_reply(peer, &id, &Err(error)).await;
+            send_reply(peer, id, &Err(error)).await;
             return;
         }
     };
@@ -346,7 +344,7 @@ impl Request {
             )),
             reply => reply,
         };
-        send_reply(&self.peer, &self.id, &reply).await;
+        send_reply(&self.peer, self.id, &reply).await;
     }
 }
 
@@ -398,112 +396,14 @@ fn task_requested(
     }
 }
 
-async fn send_reply(peer: &PeerHandle, id: &RequestId, reply: &Reply) {
+async fn send_reply(peer: &PeerHandle, id: RequestId, reply: &Reply) {
     let message = match reply {
-        Ok(result) => wire::result(id, result),
-        Err(error) => wire::error(Some(id), error),
+        Ok(result) => wire::result(&id, result),
+        Err(error) => wire::error(Some(&id), error),
     };
-    let message = Outbound::new(
-        OutboundKind::Response {
-            id: Some(id.clone()),
-        },
-        message,
-    )
-    .on(peer.channel);
+    // The id moves into the message's kind: no copy per answer.
+    let message = Outbound::new(OutboundKind::Response { id: Some(id) }, message).on(peer.channel);
     if !peer.shared.outbox.send(message).await {
-        tracing::debug!(request_id = %id, "the connection closed before the answer could be sent");
-    }
-}
-
-/// Runs a handler's future, turning a panic into -32603: the request is still answered (and
-/// leaves the registry), and the connection goes on.
-///
-/// A plain combinator rather than an `async fn`, so the handler's future is not stored twice.
-fn guarded(
-    reply: impl std::future::Future<Output = Reply>,
-) -> impl std::future::Future<Output = Reply> {
-    std::panic::AssertUnwindSafe(reply)
-        .catch_unwind()
-        .map(|reply| {
-            reply.unwrap_or_else(|_| Err(JsonRpcError::internal("the request handler panicked")))
-        })
-}
-
-/// Waits for a concurrency slot (cancellably), then runs the handler. At the cancel, the
-/// handler's own `#[cancellable]` declaration decides (see `cancellable::declared`): a handler
-/// that declared a mode is polled on and obeys it; one that declared none is dropped at its
-/// next `.await`.
-async fn run_handler(
-    handler: BoxFuture<Reply>,
-    scope: &Scope,
-    token: &CancellationToken,
-    concurrency: Option<Box<Slots>>,
-) -> Reply {
-    let cancelled = || -> Reply {
-        let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
-        Err(crate::Cancelled::new(reason).into())
-    };
-    // Boxed: only a bounded request pays for the wait's future and its permits (every
-    // request's task would otherwise be sized for them).
-    let _permits = match concurrency {
-        Some(slots) => match Box::pin(slots.acquire(token)).await {
-            Some(permits) => Some(permits),
-            None => return cancelled(),
-        },
-        None => None,
-    };
-    let mut handler = std::pin::pin!(Declared::new(handler));
-    tokio::select! {
-        biased;
-        reply = &mut handler => return reply,
-        () = token.cancelled() => {}
-    }
-    match handler.mode() {
-        Some(_) => handler.await,
-        None => cancelled(),
-    }
-}
-
-/// The concurrency slots a request waits for: its owner's (when the transport named one and
-/// its share is bounded), then the connection's.
-pub(super) struct Slots {
-    owner: Option<Arc<Semaphore>>,
-    connection: Option<Arc<Semaphore>>,
-}
-
-/// The slots taken, held while the handler runs.
-type Permits = Box<[Option<OwnedSemaphorePermit>; 2]>;
-
-impl Slots {
-    /// `None` when neither is bounded. Boxed, as is what it takes: only a bounded request pays
-    /// for them (every request's task would otherwise be sized for them).
-    fn of(
-        owner: Option<Arc<Semaphore>>,
-        connection: Option<&Arc<Semaphore>>,
-    ) -> Option<Box<Slots>> {
-        (owner.is_some() || connection.is_some()).then(|| {
-            Box::new(Slots {
-                owner,
-                connection: connection.cloned(),
-            })
-        })
-    }
-
-    /// Takes the owner's slot, then the connection's: a user waiting for their own slot holds
-    /// none of the others'. `None` if cancelled first.
-    async fn acquire(self: Box<Self>, token: &CancellationToken) -> Option<Permits> {
-        let mut permits: Permits = Box::new([None, None]);
-        for (slots, permit) in [self.owner, self.connection]
-            .into_iter()
-            .zip(permits.iter_mut())
-        {
-            let Some(slots) = slots else { continue };
-            tokio::select! {
-                biased;
-                () = token.cancelled() => return None,
-                taken = slots.acquire_owned() => *permit = taken.ok(),
-            }
-        }
-        Some(permits)
+        tracing::debug!("the connection closed before an answer could be sent");
     }
 }

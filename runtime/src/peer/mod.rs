@@ -67,6 +67,7 @@ mod policy;
 mod reader;
 mod registry;
 pub(crate) mod router;
+mod run;
 pub mod transport;
 pub(crate) mod wire;
 mod writer;

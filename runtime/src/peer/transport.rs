@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use cancelkit_protocol::jsonrpc::RequestId;
+use cancelkit_protocol::jsonrpc::{ErrorCode, RequestId};
 use futures_util::ready;
 use futures_util::{Sink, Stream, StreamExt};
 use serde_json::value::RawValue;
@@ -179,11 +179,13 @@ impl Outbound {
 }
 
 impl Message {
-    /// The borrowed form the core handles.
+    /// The form the core handles: the method and params borrowed, the id and a response's
+    /// outcome taken (what is left in their place allocates nothing).
     pub(crate) fn as_incoming(&mut self) -> wire::Incoming<'_> {
+        let take_id = |id: &mut RequestId| std::mem::replace(id, RequestId::Number(0));
         match self {
             Message::Request { id, method, params } => wire::Incoming::Request {
-                id: id.clone(),
+                id: take_id(id),
                 method: Cow::Borrowed(method),
                 params: params.as_deref(),
             },
@@ -192,8 +194,11 @@ impl Message {
                 params: params.as_deref(),
             },
             Message::Response { id, outcome } => wire::Incoming::Response {
-                id: id.clone(),
-                outcome: std::mem::replace(outcome, Ok(RawValue::NULL.to_owned())),
+                id: take_id(id),
+                outcome: std::mem::replace(
+                    outcome,
+                    Err(JsonRpcError::new(ErrorCode::InternalError, String::new())),
+                ),
             },
         }
     }
