@@ -180,7 +180,9 @@ async fn soak(protocol: Protocol, log: Arc<Mutex<CancelLog>>) {
                 }
                 break;
             }
-            line.clear();
+            // `read_line` under a timeout is not cancel-safe: a line cut by the timeout stays
+            // in `line` and the next read completes it, so `line` is cleared only once a whole
+            // line has been taken.
             match tokio::time::timeout(Duration::from_millis(500), reader.read_line(&mut line))
                 .await
             {
@@ -190,6 +192,7 @@ async fn soak(protocol: Protocol, log: Arc<Mutex<CancelLog>>) {
                 Ok(Ok(_)) => {
                     total += 1;
                     let message: Value = serde_json::from_str(&line).unwrap();
+                    line.clear();
                     let id = message["id"].as_u64().expect("every message is a response") as usize;
                     counts[id] += 1;
                     if message["error"]["code"] == -32800 {
