@@ -7,6 +7,8 @@
 //! - [`sse`]: the one bounded `text/event-stream` parser (and writer).
 //! - [`headers`]: the `Mcp-*` headers of Streamable HTTP, their value encoding, the method →
 //!   header table, and the server's check of them.
+//! - [`members`]: a JSON object read one level deep, for editing a message without parsing
+//!   what the edit does not touch.
 //! - [`meta`]: the 2026-07-28 `_meta` keys, with the client's stamp and the server's check.
 //! - [`origin`]: DNS-rebinding protection (the `Origin` and `Host` checks a server makes).
 //! - [`McpRevision`]: the one list of MCP revisions.
@@ -17,6 +19,7 @@
 pub mod admission;
 mod error;
 pub mod headers;
+pub mod members;
 pub mod meta;
 pub mod origin;
 mod revision;

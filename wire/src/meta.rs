@@ -92,11 +92,18 @@ pub fn stamp(params: &mut Value, stamp: &Stamp<'_>, existing: Existing) {
     let meta = params
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
+    stamp_meta(meta, stamp, existing);
+}
+
+/// Adds the stamp to a request's `_meta` itself (for a caller that edits only that member of
+/// the params, as [`members`](crate::members) does); whether it is an object that now holds it.
+pub fn stamp_meta(meta: &mut Value, stamp: &Stamp<'_>, existing: Existing) -> bool {
+    let replace = existing == Existing::Replace;
     if replace && !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
     let Some(meta) = meta.as_object_mut() else {
-        return;
+        return false;
     };
     let mut put = |key: &str, value: Value| {
         if replace || !meta.contains_key(key) {
@@ -108,6 +115,7 @@ pub fn stamp(params: &mut Value, stamp: &Stamp<'_>, existing: Existing) {
     if let Some(info) = stamp.info {
         put(CLIENT_INFO, info.clone());
     }
+    true
 }
 
 /// What a server needs of a request's `_meta`.

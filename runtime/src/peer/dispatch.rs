@@ -191,11 +191,11 @@ impl Request {
             }
         };
         if self.kind == Kind::TaskAugmentable
-            && let Some(tasks) = shared.rules.tasks.clone()
-            && let Some((ttl, extension)) =
-                task_requested(&shared.rules, admission, params.as_deref())
+            && let Some(mcp) = shared.rules.mcp()
+            && let Some(tasks) = mcp.tasks.clone()
+            && let Some((ttl, extension)) = task_requested(mcp, admission, params.as_deref())
         {
-            if !extension && let Some(tool) = shared.rules.refuses_legacy_task(params.as_deref()) {
+            if !extension && let Some(tool) = mcp.refuses_legacy_task(params.as_deref()) {
                 let error = JsonRpcError::method_not_found().with_data(format!(
                     "tool `{}` does not run as a task",
                     wire::truncate(&tool, 128)
@@ -383,7 +383,7 @@ fn outgoing_reason(mut error: JsonRpcError, answer: Answer) -> JsonRpcError {
 
 /// Whether a `tools/call` runs as a task, and in which form: `Some((requested ttl, extension))`.
 fn task_requested(
-    rules: &super::policy::Rules,
+    rules: &super::policy::McpRules,
     admission: super::policy::Admission,
     params: Option<&RawValue>,
 ) -> Option<(Option<u64>, bool)> {

@@ -249,12 +249,10 @@ impl Shared {
             return;
         }
         let id = RequestId::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let mut params = serde_json::json!({ "taskId": task });
-        if self.rules.edits_outgoing(tasks::CANCEL) {
-            self.rules.outgoing_params(tasks::CANCEL, &mut params);
-        }
+        let params = wire::params(&serde_json::json!({ "taskId": task }))
+            .and_then(|params| self.rules.outgoing_params(tasks::CANCEL, params));
         tracing::debug!(request_id = %request, task_id = task, "sending tasks/cancel for the task our request created");
-        let message = wire::request(&id, tasks::CANCEL, wire::params(&params).as_deref());
+        let message = wire::request(&id, tasks::CANCEL, params.as_deref());
         self.outbox
             .send_anyway(Outbound::new(OutboundKind::Request { id }, message));
     }

@@ -61,7 +61,8 @@ impl PeerHandle {
                 )));
             }
         };
-        let era = rules.era.as_ref().expect("an MCP connection has an era");
+        let mcp = rules.mcp().expect("an MCP connection has MCP rules");
+        let era = &mcp.era;
         if matches!(
             configured,
             McpRevision::Negotiated | McpRevision::V2026_07_28
@@ -88,7 +89,7 @@ impl PeerHandle {
         };
         let params = json!({
             "protocolVersion": asked.as_str(),
-            "capabilities": rules.mcp.client.capabilities,
+            "capabilities": mcp.options.client.capabilities,
             "clientInfo": client_info,
         });
         let server: Value = self.request(INITIALIZE, params).await?;
@@ -114,12 +115,17 @@ impl PeerHandle {
         client_info: &Value,
         timeout: Duration,
     ) -> Result<Value, RequestError> {
-        let rules = &self.shared.rules;
+        let Some(mcp) = self.shared.rules.mcp() else {
+            return Err(RequestError::NotAllowed(
+                "server/discover is MCP's".to_owned(),
+            ));
+        };
+        let client = &mcp.options.client;
         // Every later request carries the same `clientInfo`, as the specification asks,
         // unless the builder named one.
-        let _ = rules.mcp.client.learned_info.set(client_info.clone());
+        let _ = client.learned_info.set(client_info.clone());
         let mut params = json!({});
-        rules.mcp.client.stamp(&mut params);
+        client.stamp(&mut params);
         let result: Value = self.request(DISCOVER, params).timeout(timeout).await?;
         if cancelkit_wire::meta::discover_lists(&result, McpRevision::V2026_07_28) {
             Ok(result)

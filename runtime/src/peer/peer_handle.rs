@@ -64,14 +64,8 @@ impl PeerHandle {
             tracing::warn!(method, "{why}");
             return OutgoingRequest::failed(shared_arc, id, name, RequestError::NotAllowed(why));
         }
-        let params = if shared.rules.edits_outgoing(method) {
-            serde_json::to_value(params).map(|mut params| {
-                shared.rules.outgoing_params(method, &mut params);
-                wire::params(&params)
-            })
-        } else {
-            serde_json::value::to_raw_value(&params).map(|raw| (raw.get() != "null").then_some(raw))
-        };
+        let params = serde_json::value::to_raw_value(&params)
+            .map(|raw| shared.rules.outgoing_params(method, raw));
         let params = match params {
             Ok(params) => params,
             Err(e) => {

@@ -2,18 +2,93 @@
 //! `session/cancel`, which ends a session's prompt turn with `stopReason: "cancelled"`.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::Kind;
+use crate::peer::registry::Finished;
+use crate::peer::router::Reply;
+
+/// The ACP rules of one connection, with the one thing they learn.
+#[derive(Debug)]
+pub(crate) struct AcpRules {
+    /// Send the draft `$/cancelRequest` to a peer that declared it.
+    emit_draft_cancel: bool,
+    /// The peer declared `cancellation: {request: true}`.
+    peer_accepts_draft: AtomicBool,
+}
+
+impl AcpRules {
+    pub(crate) fn new(emit_draft_cancel: bool) -> Self {
+        Self {
+            emit_draft_cancel,
+            peer_accepts_draft: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the peer declared the draft `cancellation: {request: true}` capability.
+    pub(crate) fn peer_accepts_draft(&self) -> bool {
+        self.peer_accepts_draft.load(Ordering::Relaxed)
+    }
+
+    /// Whether our cancels take the draft form: we were asked to, and the peer accepts it.
+    pub(crate) fn sends_draft(&self) -> bool {
+        self.emit_draft_cancel && self.peer_accepts_draft()
+    }
+
+    /// Before a request's handler: the client's `initialize` tells whether it accepts the
+    /// draft `$/cancelRequest`.
+    pub(crate) fn before_request(&self, kind: Kind, params: Option<&RawValue>) {
+        if kind == Kind::Initialize {
+            let accepts = declares_draft_cancellation(params, CLIENT_CAPABILITIES);
+            self.peer_accepts_draft.store(accepts, Ordering::Relaxed);
+        }
+    }
+
+    /// The answer sent for a finished request: a turn ended by `session/cancel` is a result
+    /// (`stopReason: "cancelled"`), never an error; our `initialize` result declares the draft
+    /// cancellation.
+    pub(crate) fn edit_reply(&self, kind: Kind, finished: Finished, reply: Reply) -> Reply {
+        match (kind, reply) {
+            (Kind::Prompt, Err(error)) if finished.session_cancelled && error.is_cancelled() => {
+                Ok(RawValue::from_string(CANCELLED_TURN.to_owned()).expect("valid JSON"))
+            }
+            (Kind::Initialize, Ok(result)) => Ok(super::edit_json(result, |value| {
+                declare_draft_cancellation(value, AGENT_CAPABILITIES);
+            })),
+            (_, reply) => reply,
+        }
+    }
+
+    /// Our `initialize` declares the draft cancellation.
+    pub(crate) fn outgoing_params(&self, method: &str, params: &mut Value) {
+        if method == super::INITIALIZE {
+            declare_draft_cancellation(params, CLIENT_CAPABILITIES);
+        }
+    }
+
+    /// Sees the answer to one of our requests: the agent's `initialize` result tells whether
+    /// it accepts the draft `$/cancelRequest`.
+    pub(crate) fn on_response(&self, method: &str, outcome: &Reply) {
+        if method == super::INITIALIZE
+            && let Ok(result) = outcome
+        {
+            let accepts = declares_draft_cancellation(Some(result), AGENT_CAPABILITIES);
+            self.peer_accepts_draft.store(accepts, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The `initialize` member holding the client's capabilities (params) …
-pub(super) const CLIENT_CAPABILITIES: &str = "clientCapabilities";
+const CLIENT_CAPABILITIES: &str = "clientCapabilities";
 /// … and the agent's (result).
-pub(super) const AGENT_CAPABILITIES: &str = "agentCapabilities";
+const AGENT_CAPABILITIES: &str = "agentCapabilities";
 
 /// The result a prompt turn ended by `session/cancel` is answered with.
-pub(super) const CANCELLED_TURN: &str = r#"{"stopReason":"cancelled"}"#;
+const CANCELLED_TURN: &str = r#"{"stopReason":"cancelled"}"#;
 
 /// Declares `<key>.cancellation.request = true` inside an `initialize` params or result.
 ///

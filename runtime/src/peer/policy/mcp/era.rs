@@ -8,12 +8,13 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use cancelkit_protocol::jsonrpc::ErrorCode;
+use cancelkit_wire::members::Members;
 use cancelkit_wire::meta::{self, CLIENT_CAPABILITIES};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::McpRevision;
+use super::super::McpRevision;
 use crate::JsonRpcError;
 
 /// `server/discover`: what a 2026-07-28 server speaks.
@@ -144,7 +145,7 @@ impl Era {
         if self.current().is_some() {
             return;
         }
-        if method == super::INITIALIZE {
+        if method == super::super::INITIALIZE {
             #[derive(Deserialize)]
             struct Initialize<'a> {
                 #[serde(rename = "protocolVersion", borrow)]
@@ -170,7 +171,7 @@ impl Era {
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<bool, JsonRpcError> {
-        if method == super::INITIALIZE || method == PING {
+        if method == super::super::INITIALIZE || method == PING {
             return Err(JsonRpcError::method_not_found().with_data(format!(
                 "`{method}` does not exist in MCP 2026-07-28, which has no handshake; use `server/discover`"
             )));
@@ -240,73 +241,26 @@ impl ClientMeta {
         let stamp = meta::Stamp::new(&self.capabilities).with_info(info);
         meta::stamp(params, &stamp, meta::Existing::Keep);
     }
-}
 
-/// A 2026-07-28 result: servers must include `resultType`; `"complete"` is added where the
-/// handler left it out. Only an object result that names no `resultType` anywhere is edited,
-/// and then by inserting the member as text, without parsing the result.
-pub(crate) fn complete_result(result: Box<RawValue>) -> Box<RawValue> {
-    let text = result.get();
-    let trimmed = text.trim_start();
-    if !trimmed.starts_with('{') {
-        return result;
-    }
-    if text.contains("\"resultType\"") {
-        // Perhaps nested rather than at the top: look properly.
-        match serde_json::from_str::<Map<String, Value>>(text) {
-            Ok(object) if object.contains_key("resultType") => return result,
-            Ok(_) => {}
-            Err(_) => return result,
-        }
-    }
-    let body = trimmed[1..].trim_start();
-    let edited = if body.starts_with('}') {
-        format!("{{\"resultType\":\"complete\"{body}")
-    } else {
-        format!("{{\"resultType\":\"complete\",{body}")
-    };
-    RawValue::from_string(edited).unwrap_or(result)
-}
-
-/// Completes a cacheable result (a list, `resources/read`, `server/discover`): `ttlMs: 0` and
-/// `cacheScope: "private"` — do not cache, and never share across users — unless the
-/// application chose otherwise.
-pub(crate) fn edit_cacheable(result: &mut Value) {
-    if let Some(object) = result.as_object_mut() {
-        cache_fields(object);
-    }
-}
-
-fn cache_fields(object: &mut Map<String, Value>) {
-    object.entry("ttlMs").or_insert_with(|| Value::from(0));
-    object
-        .entry("cacheScope")
-        .or_insert_with(|| Value::from("private"));
-}
-
-/// Completes a `server/discover` result: the versions this side speaks, cache fields, and the
-/// tasks extension when tools run as tasks; what the application wrote is kept.
-pub(crate) fn edit_discover(result: &mut Value, supported: &[&str], tasks: bool) {
-    let Some(object) = result.as_object_mut() else {
-        return;
-    };
-    object
-        .entry("supportedVersions")
-        .or_insert_with(|| Value::from(supported.to_vec()));
-    cache_fields(object);
-    let capabilities = object
-        .entry("capabilities")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if tasks
-        && let Some(capabilities) = capabilities.as_object_mut()
-        && let Some(extensions) = capabilities
-            .entry("extensions")
-            .or_insert_with(|| Value::Object(Map::new()))
-            .as_object_mut()
-    {
-        extensions
-            .entry(TASKS_EXTENSION)
-            .or_insert_with(|| Value::Object(Map::new()));
+    /// The same on params kept as JSON text (`None`: no params, stamped as `{}`): only their
+    /// `_meta` is parsed and written again; params that are not an object are left for the
+    /// server to refuse.
+    pub(crate) fn stamp_raw(&self, params: Option<Box<RawValue>>) -> Option<Box<RawValue>> {
+        let params = match params {
+            Some(params) if params.get().trim() != "null" => params,
+            _ => RawValue::from_string("{}".to_owned()).expect("valid JSON"),
+        };
+        let info = self.info.as_ref().or(self.learned_info.get());
+        let stamp = meta::Stamp::new(&self.capabilities).with_info(info);
+        let stamped = Members::read(params.get()).and_then(|mut members| {
+            members
+                .edit("_meta", |meta| {
+                    meta::stamp_meta(meta, &stamp, meta::Existing::Keep)
+                })
+                .then(|| members.to_raw())
+                .flatten()
+        });
+        Some(stamped.unwrap_or(params))
     }
 }
 
@@ -316,26 +270,6 @@ mod tests {
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_owned()).unwrap()
-    }
-
-    #[test]
-    fn result_type_is_added_only_where_missing() {
-        assert_eq!(
-            complete_result(raw("{}")).get(),
-            r#"{"resultType":"complete"}"#
-        );
-        assert_eq!(
-            complete_result(raw(r#" { "a": 1}"#)).get(),
-            r#"{"resultType":"complete","a": 1}"#
-        );
-        let task = r#"{"resultType":"task","taskId":"t"}"#;
-        assert_eq!(complete_result(raw(task)).get(), task);
-        assert_eq!(
-            complete_result(raw(r#"{"nested":{"resultType":"x"}}"#)).get(),
-            r#"{"resultType":"complete","nested":{"resultType":"x"}}"#
-        );
-        assert_eq!(complete_result(raw("[1]")).get(), "[1]");
-        assert_eq!(complete_result(raw("\"s\"")).get(), "\"s\"");
     }
 
     #[test]
