@@ -273,6 +273,37 @@ mod tests {
     }
 
     #[test]
+    fn a_stamp_edits_only_the_meta_of_params_kept_as_text() {
+        let client = ClientMeta {
+            capabilities: serde_json::json!({"x": {}}),
+            ..ClientMeta::default()
+        };
+        let stamped = client.stamp_raw(Some(raw(
+            r#"{"name":"echo","arguments":{"n":1.50, "s":"\u00e9"},"_meta":{"progressToken":"p"}}"#,
+        )));
+        let stamped = stamped.unwrap();
+        let members = Members::read(stamped.get()).unwrap();
+        assert_eq!(
+            members.get("arguments").map(RawValue::get),
+            Some(r#"{"n":1.50, "s":"\u00e9"}"#),
+            "the arguments as written"
+        );
+        // Compared as a value: the order of its keys depends on serde_json's `preserve_order`.
+        let meta: Value = serde_json::from_str(members.get("_meta").unwrap().get()).unwrap();
+        assert_eq!(
+            meta,
+            serde_json::json!({"progressToken": "p", PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {"x": {}}}),
+            "the caller's _meta kept"
+        );
+        let none = client.stamp_raw(None).unwrap();
+        let none: Value = serde_json::from_str(none.get()).unwrap();
+        assert_eq!(none["_meta"][PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(client.stamp_raw(Some(raw("[1]"))).unwrap().get(), "[1]");
+        let odd = r#"{"_meta":3}"#;
+        assert_eq!(client.stamp_raw(Some(raw(odd))).unwrap().get(), odd);
+    }
+
+    #[test]
     fn eras_are_told_apart_by_the_first_telling_message() {
         let era = Era::new(McpRevision::Negotiated);
         era.detect("ping", None);
