@@ -39,7 +39,7 @@ mod worker;
 
 pub use measure::unix_us;
 pub use summary::{per_round, quantile};
-pub use worker::{StopLog, Worker};
+pub use worker::{StopLog, Worker, gateway_binary};
 
 use std::time::Duration;
 

@@ -54,6 +54,12 @@ const FORGE_VARIANTS: [(&str, &str, Settings); 2] = [
         &[("USE_STATEFUL_SESSIONS", "true")],
     ),
 ];
+/// Names another build's gateway binary to measure beside this one's, in the same rounds
+/// (say, one built from the commit before a change); it is named in the tables by its path.
+pub const BASELINE_ENV: &str = "CANCELKIT_BENCH_BASELINE_GATEWAY";
+/// When set, ContextForge is left out of the run (a comparison of two gateway builds needs
+/// neither its install nor its minutes).
+pub const NO_FORGE_ENV: &str = "CANCELKIT_BENCH_NO_CONTEXTFORGE";
 /// How long a cancelled tool's stop is waited for.
 const STOP_WAIT: Duration = Duration::from_secs(15);
 
@@ -186,8 +192,22 @@ pub fn run(quick: bool) {
             targets.push(target);
             running.push(keep);
         }
+        if let Some(binary) = std::env::var_os(BASELINE_ENV) {
+            // Another build of the gateway, measured in the same rounds as this one.
+            let binary = std::path::PathBuf::from(binary);
+            let name = format!("cancelkit gateway (baseline: {})", binary.display());
+            let (target, keep) = stacks::gateway_at(&binary, name, &upstream, clients).await;
+            targets.push(target);
+            running.push(keep);
+        }
         let mut forge_missing = Vec::new();
-        for (label, name, extra) in FORGE_VARIANTS {
+        let forge_variants = if std::env::var_os(NO_FORGE_ENV).is_some() {
+            forge_missing.push(format!("ContextForge: left out ({NO_FORGE_ENV} is set)"));
+            &[][..]
+        } else {
+            &FORGE_VARIANTS[..]
+        };
+        for &(label, name, extra) in forge_variants {
             println!("starting ContextForge {} ({label})", contextforge::VERSION);
             match stacks::contextforge(&upstream, clients, (label, name), extra).await {
                 Ok((target, keep)) => {

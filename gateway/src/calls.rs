@@ -2,7 +2,12 @@
 //! the tool, raced against every way it can be cancelled, answered once.
 //!
 //! The call runs in a task of its own; the front end holds a [`Call`] and awaits its
-//! [`Outcome`]. What a front end does when its caller goes away is its choice
+//! [`Outcome`].
+//!
+//! A call crosses the gateway as JSON text: its arguments go to the upstream as the client
+//! wrote them, and the upstream's result comes back as it wrote it, with only its `_meta`
+//! edited to name the run ([`cancelkit::wire::members`]). Neither is parsed into a tree or
+//! written again. What a front end does when its caller goes away is its choice
 //! ([`Call::cancel_on_drop`]): `/rpc` and a 2026-07-28 stream cancel the run, a 2025-11-25
 //! stream does not (its client cancels with `notifications/cancelled`).
 
@@ -11,7 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
+use cancelkit::wire::members::Members;
 use cancelkit::{CancelReason, JsonRpcError, Scope};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -34,8 +42,8 @@ pub struct CallRequest {
     pub channel: Arc<str>,
     /// The caller's JSON-RPC id.
     pub id: RequestId,
-    /// The `tools/call` params.
-    pub params: Value,
+    /// The `tools/call` params, as the client wrote them.
+    pub params: Box<RawValue>,
     /// Where progress notifications for the caller go (whole JSON-RPC notifications carrying
     /// the caller's own `progressToken`), if it gave one.
     pub progress: Option<mpsc::Sender<Value>>,
@@ -44,13 +52,17 @@ pub struct CallRequest {
     pub run_id: Option<Arc<str>>,
 }
 
+/// A call's answer: the result as the upstream wrote it (its `_meta` naming the run), or the
+/// error (its `data.runId` naming the run).
+pub type Reply = Result<Box<RawValue>, JsonRpcError>;
+
 /// How a call ended.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// Answer with this JSON-RPC response.
-    Respond(Value),
-    /// The run was cancelled: `source` says by whom. [`cancelled_response`] is the answer
-    /// where one is owed.
+    /// Answer with this.
+    Respond(Reply),
+    /// The run was cancelled: `source` says by whom. [`cancelled_error`] is the answer where
+    /// one is owed.
     Cancelled {
         /// Who cancelled it.
         source: CancelSource,
@@ -85,23 +97,24 @@ impl Call {
     /// Waits for the outcome.
     pub async fn outcome(&mut self) -> Outcome {
         let outcome = (&mut self.answer).await.unwrap_or_else(|_| {
-            Outcome::Respond(error_response(
-                &self.id,
+            Outcome::Respond(Err(with_run(
                 JsonRpcError::internal("the call ended without an answer"),
                 self.run_id.as_deref(),
-            ))
+            )))
         });
         self.done = true;
         outcome
     }
 
-    /// The answer owed for an outcome: the response, or -32800 for a cancelled run.
-    pub fn response(&self, outcome: &Outcome) -> Value {
+    /// The answer owed for an outcome: the reply, or -32800 for a cancelled run.
+    pub fn reply(&self, outcome: Outcome) -> Reply {
         match outcome {
-            Outcome::Respond(response) => response.clone(),
-            Outcome::Cancelled { reason, .. } => {
-                cancelled_response(&self.id, self.run_id.as_deref(), reason.as_deref())
-            }
+            Outcome::Respond(reply) => reply,
+            Outcome::Cancelled { reason, .. } => Err(cancelled_error(
+                &self.id,
+                self.run_id.as_deref(),
+                reason.as_deref(),
+            )),
         }
     }
 }
@@ -125,10 +138,28 @@ impl Drop for Call {
     }
 }
 
+/// What the gateway reads of a `tools/call`'s params; the arguments stay as written.
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta")]
+    meta: Option<Meta>,
+}
+
+/// The `_meta` of a `tools/call`'s params, for its progress token.
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(rename = "progressToken")]
+    progress_token: Option<Value>,
+}
+
 /// Starts a `tools/call`: resolves the tool, registers the run, spawns its task. An error
-/// that needs no run (draining, unknown tool, bad params, duplicate id, overload) is returned
-/// as the JSON-RPC response to send.
-pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> {
+/// that needs no run (draining, unknown tool, bad params, duplicate id, overload) is returned,
+/// to be answered to the caller's id.
+pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, JsonRpcError> {
     let CallRequest {
         caller,
         channel,
@@ -138,45 +169,39 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
         run_id: reserved,
     } = request;
     if app.draining() {
-        return Err(error_response(
-            &id,
-            JsonRpcError::new(
-                ErrorCode::ServerOverloaded,
-                "Server overloaded: the gateway is shutting down",
-            ),
-            None,
+        return Err(JsonRpcError::new(
+            ErrorCode::ServerOverloaded,
+            "Server overloaded: the gateway is shutting down",
         ));
     }
-    let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return Err(error_response(
-            &id,
-            JsonRpcError::invalid_params("tools/call needs a string `name`"),
-            None,
+    // A `name` or `_meta` of the wrong type is the same as a missing one.
+    let read = serde_json::from_str::<Params<'_>>(params.get());
+    let Ok(Params {
+        name: Some(name),
+        arguments,
+        meta,
+    }) = read
+    else {
+        return Err(JsonRpcError::invalid_params(
+            "tools/call needs a string `name`",
         ));
     };
-    let arguments = match params.get("arguments") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(a)) => Some(Value::Object(a.clone())),
+    let arguments = match arguments.map(|a| (a, a.get().trim_start().as_bytes().first())) {
+        None => None,
+        Some((_, Some(b'n'))) => None,
+        Some((a, Some(b'{'))) => Some(a.to_owned()),
         Some(_) => {
-            return Err(error_response(
-                &id,
-                JsonRpcError::invalid_params("tools/call `arguments` must be an object"),
-                None,
+            return Err(JsonRpcError::invalid_params(
+                "tools/call `arguments` must be an object",
             ));
         }
     };
     // Only a tool its upstream listed (names over the length bound refused first).
-    let (upstream, tool) = match app.upstreams.admit(name).await {
-        Ok(found) => found,
-        Err(error) => return Err(error_response(&id, error, None)),
-    };
+    let (upstream, tool) = app.upstreams.admit(&name).await?;
     // The bounds on calls in flight hold whether runs are tracked or not.
-    let slots = match take_slots(app, &caller, upstream.name()) {
-        Ok(slots) => slots,
-        Err(response) => return Err(error_response(&id, response, None)),
-    };
+    let slots = take_slots(app, &caller, upstream.name())?;
     let progress = progress.and_then(|sink| {
-        let token = params.get("_meta")?.get("progressToken")?.clone();
+        let token = meta?.progress_token?;
         (token.is_string() || token.is_i64()).then_some((token, sink))
     });
     let run = match &app.runs {
@@ -186,26 +211,18 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
                 channel,
                 id: id.clone(),
             };
-            match runs.register(key, Some(name.to_owned()), reserved).await {
+            match runs.register(key, Some(name.to_string()), reserved).await {
                 Ok(run) => Some(run),
                 Err(RegisterError::Duplicate) => {
-                    return Err(error_response(
-                        &id,
-                        JsonRpcError::new(
-                            ErrorCode::InvalidRequest,
-                            "Invalid request: this id is already in use by a call in flight",
-                        ),
-                        None,
+                    return Err(JsonRpcError::new(
+                        ErrorCode::InvalidRequest,
+                        "Invalid request: this id is already in use by a call in flight",
                     ));
                 }
                 Err(RegisterError::Full) => {
-                    return Err(error_response(
-                        &id,
-                        JsonRpcError::new(
-                            ErrorCode::ServerOverloaded,
-                            "Server overloaded: too many tool calls in flight; retry later",
-                        ),
-                        None,
+                    return Err(JsonRpcError::new(
+                        ErrorCode::ServerOverloaded,
+                        "Server overloaded: too many tool calls in flight; retry later",
                     ));
                 }
             }
@@ -215,7 +232,6 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, Value> 
     let run_id = run.as_ref().map(|r| r.id().to_owned());
     let (tx, rx) = oneshot::channel();
     let job = Job {
-        id: id.clone(),
         upstream,
         tool: tool.to_owned(),
         arguments,
@@ -273,10 +289,9 @@ fn take_slots(app: &App, caller: &Caller, upstream: &str) -> Result<[Slot; 2], J
 }
 
 struct Job {
-    id: RequestId,
     upstream: Arc<Upstream>,
     tool: String,
-    arguments: Option<Value>,
+    arguments: Option<Box<RawValue>>,
     progress: Option<(Value, mpsc::Sender<Value>)>,
     timeout: Option<Duration>,
 }
@@ -284,7 +299,6 @@ struct Job {
 impl Job {
     async fn run(self, run: Option<Run>) -> Outcome {
         let Job {
-            id,
             upstream,
             tool,
             arguments,
@@ -341,20 +355,20 @@ impl Job {
         let run_id = run.as_ref().map(|r| r.id().to_owned());
         match result {
             Some(result) => {
-                let (response, state) = match result {
+                let (reply, state) = match result {
                     Ok(result) => (
-                        ok_response(&id, with_run_id(result, run_id.as_deref())),
+                        Ok(with_run_id(result, run_id.as_deref())),
                         RunState::Completed,
                     ),
                     Err(e) => (
-                        error_response(&id, e.to_jsonrpc(upstream.name()), run_id.as_deref()),
+                        Err(with_run(e.to_jsonrpc(upstream.name()), run_id.as_deref())),
                         RunState::Failed,
                     ),
                 };
                 if let Some(run) = run {
                     run.finish(state);
                 }
-                Outcome::Respond(response)
+                Outcome::Respond(reply)
             }
             None => {
                 let (at, source, reason) = match run.as_ref().and_then(Run::cancellation) {
@@ -388,14 +402,24 @@ impl Job {
     }
 }
 
-fn with_run_id(mut result: Value, run_id: Option<&str>) -> Value {
-    if let (Some(run_id), Some(object)) = (run_id, result.as_object_mut()) {
-        let meta = object.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert(RUN_ID_META.into(), json!(run_id));
-        }
-    }
-    result
+/// A result naming its run in `_meta` (`io.cancelkit/runId`); only `_meta` is parsed and
+/// written again. A result that is not an object, or whose `_meta` is not one, is passed on
+/// as it is.
+fn with_run_id(result: Box<RawValue>, run_id: Option<&str>) -> Box<RawValue> {
+    let Some(run_id) = run_id else {
+        return result;
+    };
+    let named = Members::read(result.get()).and_then(|mut members| {
+        let edited = members.edit("_meta", |meta| match meta.as_object_mut() {
+            Some(meta) => {
+                meta.insert(RUN_ID_META.into(), json!(run_id));
+                true
+            }
+            None => false,
+        });
+        edited.then(|| members.to_raw()).flatten()
+    });
+    named.unwrap_or(result)
 }
 
 /// A JSON-RPC result response.
@@ -412,32 +436,56 @@ fn error_object(error: &JsonRpcError) -> Value {
     object
 }
 
-/// A JSON-RPC error response; with a run, `error.data.runId` names it.
-pub fn error_response(id: &RequestId, error: JsonRpcError, run_id: Option<&str>) -> Value {
-    let mut error = error_object(&error);
-    if let Some(run_id) = run_id {
-        let data = error.get("data").cloned();
-        error["data"] = match data {
-            Some(Value::Object(mut data)) => {
-                data.insert("runId".into(), json!(run_id));
-                Value::Object(data)
-            }
-            None | Some(Value::Null) => json!({"runId": run_id}),
-            Some(other) => json!({"runId": run_id, "upstream": other}),
-        };
+/// A JSON-RPC error response.
+pub fn error_response(id: &RequestId, error: &JsonRpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": error_object(error)})
+}
+
+/// A JSON-RPC response carrying a call's reply as it is, written once.
+pub fn reply_response(id: &RequestId, reply: &Reply) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a RawValue>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<Value>,
     }
-    json!({"jsonrpc": "2.0", "id": id, "error": error})
+    let response = Response {
+        jsonrpc: "2.0",
+        id,
+        result: reply.as_ref().ok().map(|r| &**r),
+        error: reply.as_ref().err().map(error_object),
+    };
+    serde_json::to_vec(&response).expect("a response serializes")
+}
+
+/// An error naming its run in `data.runId` (an upstream's own `data` that is not an object is
+/// kept under `data.upstream`).
+pub fn with_run(mut error: JsonRpcError, run_id: Option<&str>) -> JsonRpcError {
+    let Some(run_id) = run_id else {
+        return error;
+    };
+    error.data = Some(match error.data.take() {
+        Some(Value::Object(mut data)) => {
+            data.insert("runId".into(), json!(run_id));
+            Value::Object(data)
+        }
+        None | Some(Value::Null) => json!({"runId": run_id}),
+        Some(other) => json!({"runId": run_id, "upstream": other}),
+    });
+    error
 }
 
 /// The answer to a cancelled call: -32800 `Request cancelled`, with the caller's id as it sent
 /// it, the run id (absent when runs are not tracked), the reason, and `partial: false`.
-pub fn cancelled_response(id: &RequestId, run_id: Option<&str>, reason: Option<&str>) -> Value {
+pub fn cancelled_error(id: &RequestId, run_id: Option<&str>, reason: Option<&str>) -> JsonRpcError {
     let mut data = json!({"requestId": id, "reason": reason, "partial": false});
     if let Some(run_id) = run_id {
         data["runId"] = json!(run_id);
     }
-    let error = JsonRpcError::from_code(ErrorCode::RequestCancelled).with_data(data);
-    json!({"jsonrpc": "2.0", "id": id, "error": error_object(&error)})
+    JsonRpcError::from_code(ErrorCode::RequestCancelled).with_data(data)
 }
 
 #[cfg(test)]
@@ -447,7 +495,8 @@ mod tests {
     #[test]
     fn a_cancelled_call_is_answered_as_ever() {
         let id = RequestId::from(7);
-        let response = cancelled_response(&id, Some("r1"), Some("client"));
+        let error = cancelled_error(&id, Some("r1"), Some("client"));
+        let response: Value = serde_json::from_slice(&reply_response(&id, &Err(error))).unwrap();
         // Compared as JSON values: the key order of the written bytes depends on whether
         // serde_json's `preserve_order` is on, which feature unification decides (on in the
         // workspace, off for this crate alone).
@@ -459,6 +508,30 @@ mod tests {
     }
 
     #[test]
+    fn a_result_names_its_run_and_is_otherwise_passed_on_as_written() {
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).unwrap();
+        let written = r#"{"content":[{"type":"text","text":"x"}],"n":1.50}"#;
+        let named = with_run_id(raw(written), Some("r1"));
+        let members = Members::read(named.get()).unwrap();
+        assert_eq!(
+            members.get("content").map(RawValue::get),
+            Some(r#"[{"type":"text","text":"x"}]"#)
+        );
+        assert_eq!(members.get("n").map(RawValue::get), Some("1.50"));
+        assert_eq!(
+            members.get("_meta").map(RawValue::get),
+            Some(r#"{"io.cancelkit/runId":"r1"}"#)
+        );
+        let own = with_run_id(raw(r#"{"_meta":{"k":1}}"#), Some("r1"));
+        let own: Value = serde_json::from_str(own.get()).unwrap();
+        assert_eq!(own["_meta"], json!({"k": 1, RUN_ID_META: "r1"}));
+        assert_eq!(with_run_id(raw(written), None).get(), written);
+        let odd = r#"{"_meta":"m"}"#;
+        assert_eq!(with_run_id(raw(odd), Some("r1")).get(), odd);
+        assert_eq!(with_run_id(raw("[]"), Some("r1")).get(), "[]");
+    }
+
+    #[test]
     fn an_overloaded_refusal_is_code_minus_32050() {
         let id = RequestId::from("a");
         let error = JsonRpcError::new(ErrorCode::ServerOverloaded, "Server overloaded: busy");
@@ -466,6 +539,8 @@ mod tests {
             r#"{"error":{"code":-32050,"message":"Server overloaded: busy"},"id":"a","jsonrpc":"2.0"}"#,
         )
         .unwrap();
-        assert_eq!(error_response(&id, error, None), expected);
+        assert_eq!(error_response(&id, &error), expected);
+        let written: Value = serde_json::from_slice(&reply_response(&id, &Err(error))).unwrap();
+        assert_eq!(written, expected);
     }
 }

@@ -197,10 +197,21 @@ impl Worker {
     /// Starts a worker named `name` with the configuration file `config`, on Redis at `redis`
     /// if given; a demo upstream's stderr lines are watched.
     pub fn start_with(name: &str, config: &str, redis: Option<&str>) -> Worker {
+        Self::start_binary(&gateway_binary(), name, config, redis)
+    }
+
+    /// [`start_with`](Self::start_with) for the gateway binary at `binary` (another build, to
+    /// compare with).
+    pub fn start_binary(
+        binary: &std::path::Path,
+        name: &str,
+        config: &str,
+        redis: Option<&str>,
+    ) -> Worker {
         let dir = tempfile::tempdir().expect("tempdir");
         let config_path = dir.path().join("gateway.toml");
         std::fs::write(&config_path, config).expect("write the config");
-        let mut command = Command::new(gateway_binary());
+        let mut command = Command::new(binary);
         command
             .arg("--config")
             .arg(&config_path)

@@ -159,7 +159,19 @@ pub async fn proxy(upstream: &Upstream, clients: usize) -> (Target, Running) {
 
 /// cancelkit's gateway (release) with the upstream as its HTTP upstream `up`.
 pub async fn gateway(upstream: &Upstream, clients: usize) -> (Target, Running) {
-    let worker = Worker::start_with("http", &gateway_config(&upstream.url), None);
+    let binary = crate::gateway_bench::gateway_binary();
+    gateway_at(&binary, "cancelkit gateway".into(), upstream, clients).await
+}
+
+/// The gateway binary at `binary` (this build's, or another to compare with), named `name`
+/// in the tables.
+pub async fn gateway_at(
+    binary: &std::path::Path,
+    name: String,
+    upstream: &Upstream,
+    clients: usize,
+) -> (Target, Running) {
+    let worker = Worker::start_binary(binary, "http", &gateway_config(&upstream.url), None);
     let token = Verifier::new(SECRET, Default::default()).mint("admin", Duration::from_secs(7200));
     let endpoint = Endpoint {
         url: worker.url("/mcp"),
@@ -167,7 +179,7 @@ pub async fn gateway(upstream: &Upstream, clients: usize) -> (Target, Running) {
     };
     let target = Target::open(
         Kind::Gateway,
-        "cancelkit gateway".into(),
+        name,
         endpoint,
         Some(worker.base.clone()),
         ("up-echo", "up-sleep"),

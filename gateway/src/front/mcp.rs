@@ -28,8 +28,10 @@ use axum::response::Response;
 use cancelkit::http::server::{HttpRequest, McpHttpServer};
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
 use cancelkit::protocol::jsonrpc::ErrorCode;
+use cancelkit::wire::members::Members;
 use cancelkit::wire::meta::SERVER_INFO;
 use cancelkit::{CancelReason, JsonRpcError, cancellable};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -135,7 +137,7 @@ fn router(app: &Arc<App>) -> Router {
     };
     let call = {
         let app = Arc::clone(app);
-        move |params: Value, cx: Context| tools_call(Arc::clone(&app), params, cx)
+        move |params: Box<RawValue>, cx: Context| tools_call(Arc::clone(&app), params, cx)
     };
     Router::new()
         .request("initialize", initialize)
@@ -166,7 +168,11 @@ enum Waited {
 /// A `tools/call`: a run of the gateway, its progress forwarded to the client, cancelled when
 /// the server cancels the handler.
 #[cancellable(cooperative)]
-async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, JsonRpcError> {
+async fn tools_call(
+    app: Arc<App>,
+    params: Box<RawValue>,
+    cx: Context,
+) -> Result<Box<RawValue>, JsonRpcError> {
     static NEXT_CHANNEL: AtomicU64 = AtomicU64::new(1);
     let http = HttpRequest::of(&cx).ok_or_else(|| {
         // Only when the request was cancelled before its handler started.
@@ -200,7 +206,7 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
     };
     let mut call = match calls::start(&app, request).await {
         Ok(call) => call,
-        Err(response) => return answer(response, legacy),
+        Err(error) => return Err(error),
     };
     let run_id = call.run_id().map(str::to_owned);
     let waited = loop {
@@ -226,7 +232,7 @@ async fn tools_call(app: Arc<App>, params: Value, cx: Context) -> Result<Value, 
             while let Ok(note) = progress.try_recv() {
                 forward_progress(&cx, note, run_id.as_deref()).await;
             }
-            answer(call.response(&outcome), legacy)
+            answer(call.reply(outcome), legacy)
         }
         Waited::Cancelled(source, reason) => {
             match (&app.runs, call.run_id()) {
@@ -265,42 +271,42 @@ async fn forward_progress(cx: &Context, note: Value, run_id: Option<&str>) {
     }
 }
 
-/// A JSON-RPC response of the gateway's as a handler's answer. For a client on 2025-11-25 or
-/// earlier, without 2026-07-28's `resultType` (an upstream of that revision puts it in).
-fn answer(mut response: Value, legacy: bool) -> Result<Value, JsonRpcError> {
-    if let Some(error) = response.get_mut("error").map(Value::take) {
-        let code = error
-            .get("code")
-            .and_then(Value::as_i64)
-            .map_or(ErrorCode::InternalError, ErrorCode::from);
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("error");
-        let mut rpc_error = JsonRpcError::new(code, message);
-        rpc_error.data = error.get("data").cloned();
-        return Err(rpc_error);
+/// A call's reply as the handler's answer. For a client on 2025-11-25 or earlier, without
+/// 2026-07-28's `resultType` (an upstream of that revision puts it in); nothing else of the
+/// result is parsed or written again.
+fn answer(reply: calls::Reply, legacy: bool) -> Result<Box<RawValue>, JsonRpcError> {
+    let result = reply?;
+    if !legacy {
+        return Ok(result);
     }
-    let mut result = response
-        .get_mut("result")
-        .map(Value::take)
-        .unwrap_or(Value::Null);
-    if legacy && let Some(result) = result.as_object_mut() {
-        result.remove("resultType");
-    }
-    Ok(result)
+    let without = Members::read(result.get()).and_then(|mut members| {
+        members
+            .remove("resultType")
+            .then(|| members.to_raw())
+            .flatten()
+    });
+    Ok(without.unwrap_or(result))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
     #[test]
-    fn an_upstream_error_keeps_its_code_and_one_without_a_code_is_internal() {
-        let kept = answer(json!({"error": {"code": -32020, "message": "m"}}), false);
-        assert_eq!(kept.unwrap_err().code.code(), -32020);
-        let coded = answer(json!({"error": {"message": "m", "data": 1}}), false).unwrap_err();
-        assert_eq!(coded.code.code(), -32603);
-        assert_eq!((coded.message.as_str(), coded.data), ("m", Some(json!(1))));
+    fn a_legacy_client_gets_the_result_without_result_type_and_otherwise_as_written() {
+        let written =
+            r#"{"resultType":"complete","content":[{"type":"text","text":"1.50"}],"n":1.50}"#;
+        assert_eq!(answer(Ok(raw(written)), false).unwrap().get(), written);
+        assert_eq!(
+            answer(Ok(raw(written)), true).unwrap().get(),
+            r#"{"content":[{"type":"text","text":"1.50"}],"n":1.50}"#
+        );
+        assert_eq!(answer(Ok(raw("[1]")), true).unwrap().get(), "[1]");
+        let error = JsonRpcError::new(ErrorCode::from(-32020), "m");
+        assert_eq!(answer(Err(error.clone()), true).unwrap_err(), error);
     }
 }

@@ -42,6 +42,7 @@ use cancelkit::peer::{DEFAULT_DISCOVER_TIMEOUT, PeerHandle, RequestError};
 use cancelkit::wire::{chain, headers::HEADER_MISMATCH};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::Mutex;
 
 use super::peer::{Calls, client_info};
@@ -288,14 +289,14 @@ impl HttpUpstream {
     /// # Errors
     ///
     /// As [`list_tools`](Self::list_tools).
-    pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
+    pub async fn call(&self, call: ToolCall) -> Result<Box<RawValue>, CallError> {
         let call = &call;
         self.run(|handle| async move {
             self.calls
                 .call(
                     &handle,
                     &call.tool,
-                    call.arguments.as_ref(),
+                    call.arguments.as_deref(),
                     call.progress.as_ref(),
                 )
                 .await

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cancelkit::JsonRpcError;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -42,8 +43,8 @@ pub type ProgressSink = mpsc::Sender<Value>;
 pub struct ToolCall {
     /// The upstream's name for the tool.
     pub tool: String,
-    /// The arguments, as the client sent them.
-    pub arguments: Option<Value>,
+    /// The arguments (an object), as the client wrote them.
+    pub arguments: Option<Box<RawValue>>,
     /// Where progress goes, when the client asked for it (it gave a `progressToken`).
     pub progress: Option<ProgressSink>,
 }
@@ -171,7 +172,7 @@ impl Upstream {
 
     /// Calls a tool. Dropping the future unanswered cancels the call upstream. A failure to
     /// reach the upstream is logged with its details.
-    pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
+    pub async fn call(&self, call: ToolCall) -> Result<Box<RawValue>, CallError> {
         let tool = call.tool.clone();
         let outcome = match &self.connector {
             Connector::Stdio(u) => u.call(call).await,

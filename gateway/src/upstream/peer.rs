@@ -16,6 +16,8 @@ use std::time::Duration;
 use cancelkit::peer::{
     Context, McpRevision, Peer, PeerBuilder, PeerHandle, Protocol, RequestError, Router,
 };
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::ProgressSink;
@@ -115,24 +117,44 @@ impl Calls {
         Ok(Ok(tools))
     }
 
-    /// `tools/call`; dropping the future unanswered cancels it upstream.
+    /// `tools/call`, its arguments as the client wrote them and its result as the upstream
+    /// wrote it; dropping the future unanswered cancels it upstream.
     pub(super) async fn call(
         &self,
         handle: &PeerHandle,
         tool: &str,
-        arguments: Option<&Value>,
+        arguments: Option<&RawValue>,
         progress: Option<&ProgressSink>,
-    ) -> Result<Value, RequestError> {
-        let mut params = json!({"name": tool});
-        if let Some(arguments) = arguments {
-            params["arguments"] = arguments.clone();
+    ) -> Result<Box<RawValue>, RequestError> {
+        #[derive(Serialize)]
+        struct Params<'a> {
+            name: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            arguments: Option<&'a RawValue>,
+            #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+            meta: Option<ProgressMeta<'a>>,
         }
-        let _watch = progress.and_then(|sink| self.watch(sink, &mut params));
-        handle.request::<_, Value>("tools/call", params).await
+        #[derive(Serialize)]
+        struct ProgressMeta<'a> {
+            #[serde(rename = "progressToken")]
+            progress_token: &'a str,
+        }
+        let watch = progress.and_then(|sink| self.watch(sink));
+        let params = Params {
+            name: tool,
+            arguments,
+            meta: watch.as_ref().map(|w| ProgressMeta {
+                progress_token: &w.token,
+            }),
+        };
+        handle
+            .request::<_, Box<RawValue>>("tools/call", params)
+            .await
     }
 
-    /// Forwards the progress of a call to `sink` while the guard lives; `params` get its token.
-    fn watch(&self, sink: &ProgressSink, params: &mut Value) -> Option<WatchGuard> {
+    /// Forwards the progress of a call to `sink` while the guard lives; the guard holds the
+    /// token the call's params carry.
+    fn watch(&self, sink: &ProgressSink) -> Option<WatchGuard> {
         let token = format!(
             "gateway-progress-{}",
             self.next_token.fetch_add(1, Ordering::Relaxed)
@@ -146,7 +168,6 @@ impl Calls {
             return None;
         }
         watches.insert(token.clone(), sink.clone());
-        params["_meta"] = json!({"progressToken": token});
         Some(WatchGuard {
             watches: Arc::clone(&self.watches),
             token,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use cancelkit::peer::{DEFAULT_DISCOVER_TIMEOUT, PeerHandle, RequestError};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -172,13 +173,13 @@ impl StdioUpstream {
     }
 
     /// Calls a tool; dropping the future unanswered sends `notifications/cancelled` upstream.
-    pub async fn call(&self, call: ToolCall) -> Result<Value, CallError> {
+    pub async fn call(&self, call: ToolCall) -> Result<Box<RawValue>, CallError> {
         let handle = self.connection().await?;
         self.calls
             .call(
                 &handle,
                 &call.tool,
-                call.arguments.as_ref(),
+                call.arguments.as_deref(),
                 call.progress.as_ref(),
             )
             .await

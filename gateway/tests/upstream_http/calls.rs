@@ -80,7 +80,7 @@ async fn forwards_progress(era: Era) {
     let result = upstream
         .call(ToolCall {
             tool: "sleep".into(),
-            arguments: Some(json!({"seconds": 0.45, "label": "p"})),
+            arguments: Some(super::raw(&json!({"seconds": 0.45, "label": "p"}))),
             progress: Some(sink),
         })
         .await

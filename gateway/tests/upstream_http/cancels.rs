@@ -103,7 +103,7 @@ async fn v2026_the_connection_of_a_dropped_call_is_closed_not_pooled() {
     let (sink, mut progress) = mpsc::channel(64);
     let sleep = upstream.call(ToolCall {
         tool: "sleep".into(),
-        arguments: Some(json!({"seconds": 30, "label": "streaming"})),
+        arguments: Some(super::raw(&json!({"seconds": 30, "label": "streaming"}))),
         progress: Some(sink),
     });
     tokio::select! {

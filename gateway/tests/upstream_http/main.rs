@@ -16,16 +16,26 @@ mod lifecycle;
 
 use cancelkit_gateway::upstream::ToolCall;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 fn call(tool: &str, arguments: Value) -> ToolCall {
     ToolCall {
         tool: tool.into(),
-        arguments: Some(arguments),
+        arguments: Some(raw(&arguments)),
         progress: None,
     }
 }
 
+/// Arguments as a client writes them.
+fn raw(arguments: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(arguments).expect("a value serializes")
+}
+
 /// The text of a `CallToolResult`'s first content block.
-fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_default()
+fn text(result: &RawValue) -> String {
+    let result: Value = serde_json::from_str(result.get()).expect("a result is JSON");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
