@@ -29,12 +29,15 @@ pub(super) fn guarded(
 /// handler's own `#[cancellable]` declaration decides (see `cancellable::declared`): a handler
 /// that declared a mode is polled on and obeys it; one that declared none is dropped at its
 /// next `.await`.
+///
+/// The token raced is the scope's own, borrowed rather than cloned: every request's task is
+/// sized for what it holds across its awaits (see `dispatch::request`).
 pub(super) async fn run_handler(
     handler: BoxFuture<Reply>,
     scope: &Scope,
-    token: &CancellationToken,
     concurrency: Option<Box<Slots>>,
 ) -> Reply {
+    let token = scope.token();
     let cancelled = || -> Reply {
         let reason = scope.cancel_reason().unwrap_or(CancelReason::Parent);
         Err(crate::Cancelled::new(reason).into())
