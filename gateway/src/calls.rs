@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
+use cancelkit::wire::members::Members;
 use cancelkit::{CancelReason, JsonRpcError, Scope};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -141,22 +142,53 @@ impl Drop for Call {
     }
 }
 
-/// What the gateway reads of a `tools/call`'s params; the arguments stay as written.
-#[derive(Deserialize)]
-struct Params<'a> {
-    #[serde(borrow)]
-    name: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    arguments: Option<&'a RawValue>,
-    #[serde(rename = "_meta")]
-    meta: Option<Meta>,
+/// What the gateway reads of a `tools/call`'s params.
+#[derive(Debug)]
+struct Read {
+    /// The tool, as the client named it.
+    name: String,
+    /// An object, as the client wrote it; `None` for none (or `null`).
+    arguments: Option<Box<RawValue>>,
+    /// The client's `_meta.progressToken`, when it is a string or an integer.
+    progress_token: Option<Value>,
 }
 
-/// The `_meta` of a `tools/call`'s params, for its progress token.
-#[derive(Deserialize)]
-struct Meta {
-    #[serde(rename = "progressToken")]
-    progress_token: Option<Value>,
+/// Reads a `tools/call`'s params without parsing its arguments. A `name` that is missing or not
+/// a string, and `arguments` that are not an object, are refused; a `_meta` or progress token
+/// of another type is no progress token (the call goes on without progress).
+fn read_params(params: &RawValue) -> Result<Read, JsonRpcError> {
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(rename = "progressToken")]
+        progress_token: Option<Value>,
+    }
+    let members = Members::read(params.get());
+    let member = |key: &str| members.as_ref().and_then(|m| m.get(key));
+    let Some(name) = member("name").and_then(|n| serde_json::from_str::<String>(n.get()).ok())
+    else {
+        return Err(JsonRpcError::invalid_params(
+            "tools/call needs a string `name`",
+        ));
+    };
+    let arguments = match member("arguments") {
+        None => None,
+        Some(a) if a.get() == "null" => None,
+        Some(a) if a.get().starts_with('{') => Some(a.to_owned()),
+        Some(_) => {
+            return Err(JsonRpcError::invalid_params(
+                "tools/call `arguments` must be an object",
+            ));
+        }
+    };
+    let progress_token = member("_meta")
+        .and_then(|m| serde_json::from_str::<Meta>(m.get()).ok())
+        .and_then(|m| m.progress_token)
+        .filter(|t| t.is_string() || t.is_i64());
+    Ok(Read {
+        name,
+        arguments,
+        progress_token,
+    })
 }
 
 /// Starts a `tools/call`: resolves the tool, registers the run, spawns its task. An error
@@ -177,36 +209,18 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, JsonRpc
             "Server overloaded: the gateway is shutting down",
         ));
     }
-    // A `name` or `_meta` of the wrong type is the same as a missing one.
-    let read = serde_json::from_str::<Params<'_>>(params.get());
-    let Ok(Params {
-        name: Some(name),
+    let Read {
+        name,
         arguments,
-        meta,
-    }) = read
-    else {
-        return Err(JsonRpcError::invalid_params(
-            "tools/call needs a string `name`",
-        ));
-    };
-    let arguments = match arguments.map(|a| (a, a.get().trim_start().as_bytes().first())) {
-        None => None,
-        Some((_, Some(b'n'))) => None,
-        Some((a, Some(b'{'))) => Some(a.to_owned()),
-        Some(_) => {
-            return Err(JsonRpcError::invalid_params(
-                "tools/call `arguments` must be an object",
-            ));
-        }
-    };
+        progress_token,
+    } = read_params(&params)?;
     // Only a tool its upstream listed (names over the length bound refused first).
     let (upstream, tool) = app.upstreams.admit(&name).await?;
     // The bounds on calls in flight hold whether runs are tracked or not.
     let slots = take_slots(app, &caller, upstream.name())?;
-    let progress = progress.and_then(|sink| {
-        let token = meta?.progress_token?;
-        (token.is_string() || token.is_i64()).then_some((token, sink))
-    });
+    let progress = progress
+        .zip(progress_token)
+        .map(|(sink, token)| (token, sink));
     let run = match &app.runs {
         Some(runs) => {
             let key = RunKey {
@@ -214,7 +228,7 @@ pub async fn start(app: &Arc<App>, request: CallRequest) -> Result<Call, JsonRpc
                 channel,
                 id: id.clone(),
             };
-            match runs.register(key, Some(name.to_string()), reserved).await {
+            match runs.register(key, Some(name.clone()), reserved).await {
                 Ok(run) => Some(run),
                 Err(RegisterError::Duplicate) => {
                     return Err(JsonRpcError::new(
@@ -401,6 +415,48 @@ impl Job {
                 }
                 Outcome::Cancelled { source, reason }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Read, JsonRpcError> {
+        read_params(&RawValue::from_string(text.to_owned()).unwrap())
+    }
+
+    #[test]
+    fn params_are_read_without_their_arguments_and_bad_ones_are_refused_clearly() {
+        let call =
+            read(r#"{"name":"echo","arguments":{"n":1.50},"_meta":{"progressToken":7}}"#).unwrap();
+        assert_eq!(call.name, "echo");
+        assert_eq!(call.arguments.unwrap().get(), r#"{"n":1.50}"#);
+        assert_eq!(call.progress_token, Some(json!(7)));
+        for (text, why) in [
+            (r#"{"arguments":{}}"#, "needs a string `name`"),
+            (r#"{"name":5}"#, "needs a string `name`"),
+            ("[1]", "needs a string `name`"),
+            (r#"{"name":"echo","arguments":[1]}"#, "must be an object"),
+            (r#"{"name":"echo","arguments":"{}"}"#, "must be an object"),
+        ] {
+            let error = read(text).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidParams, "{text}");
+            assert!(error.message.contains(why), "{text}: {}", error.message);
+        }
+        // What carries no progress token is a call without progress, not a refused call.
+        for text in [
+            r#"{"name":"echo","arguments":null,"_meta":"m"}"#,
+            r#"{"name":"echo","_meta":{"progressToken":1.5}}"#,
+            r#"{"name":"echo","_meta":{"progressToken":{"a":1}}}"#,
+        ] {
+            let call = read(text).unwrap();
+            assert_eq!(
+                (call.arguments.is_none(), call.progress_token),
+                (true, None),
+                "{text}"
+            );
         }
     }
 }
