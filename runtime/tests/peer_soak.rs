@@ -166,32 +166,41 @@ async fn soak(protocol: Protocol, log: Arc<Mutex<CancelLog>>) {
         let mut counts = vec![0u8; REQUESTS];
         let mut cancelled_errors = vec![false; REQUESTS];
         let mut total = 0;
-        let mut line = String::new();
+        // `read_until`, not `read_line`: under a timeout only `read_until` is cancel-safe (a
+        // line cut by the timeout stays in `line`, and the next read completes it;
+        // `read_line` empties its buffer when cancelled, losing the line's head).
+        let mut line = Vec::new();
         loop {
             if expect_all && total == REQUESTS {
                 // Everything is answered; anything more would be a second answer.
                 line.clear();
-                if let Ok(Ok(n)) =
-                    tokio::time::timeout(Duration::from_millis(200), reader.read_line(&mut line))
-                        .await
+                if let Ok(Ok(n)) = tokio::time::timeout(
+                    Duration::from_millis(200),
+                    reader.read_until(b'\n', &mut line),
+                )
+                .await
                     && n > 0
                 {
-                    panic!("an extra message after every request was answered: {line}");
+                    panic!(
+                        "an extra message after every request was answered: {}",
+                        String::from_utf8_lossy(&line)
+                    );
                 }
                 break;
             }
-            // `read_line` under a timeout is not cancel-safe: a line cut by the timeout stays
-            // in `line` and the next read completes it, so `line` is cleared only once a whole
-            // line has been taken.
-            match tokio::time::timeout(Duration::from_millis(500), reader.read_line(&mut line))
-                .await
+            // `line` is cleared only once a whole line has been taken.
+            match tokio::time::timeout(
+                Duration::from_millis(500),
+                reader.read_until(b'\n', &mut line),
+            )
+            .await
             {
                 Ok(Ok(0)) => break,
                 Err(_) if !expect_all && in_flight.in_flight() == 0 => break,
                 Err(_) => continue, // still working
                 Ok(Ok(_)) => {
                     total += 1;
-                    let message: Value = serde_json::from_str(&line).unwrap();
+                    let message: Value = serde_json::from_slice(&line).unwrap();
                     line.clear();
                     let id = message["id"].as_u64().expect("every message is a response") as usize;
                     counts[id] += 1;
