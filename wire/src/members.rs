@@ -111,6 +111,23 @@ impl<'a> Members<'a> {
     }
 }
 
+/// Edits the members of `value`, an object, with `edit`, which says whether it changed
+/// anything; what it changed is written back, each other value as it was read. `value` is
+/// returned as it is when it is not an object or nothing changed.
+pub fn edit_object(
+    value: Box<RawValue>,
+    edit: impl FnOnce(&mut Members<'_>) -> bool,
+) -> Box<RawValue> {
+    let edited = Members::read(value.get()).and_then(|mut members| {
+        if edit(&mut members) {
+            members.to_raw()
+        } else {
+            None
+        }
+    });
+    edited.unwrap_or(value)
+}
+
 /// A member's name, borrowed from the text unless it holds escapes.
 #[derive(Deserialize)]
 #[serde(transparent)]
@@ -184,6 +201,15 @@ mod tests {
             members.to_raw().unwrap().get(),
             r#"{"ab":[1, 2.50],"c":{"d":1,"e":true}}"#
         );
+    }
+
+    #[test]
+    fn an_object_is_written_again_only_when_an_edit_changed_it() {
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).unwrap();
+        let written = r#"{ "a" : 1.50 }"#;
+        assert_eq!(edit_object(raw(written), |m| m.remove("b")).get(), written);
+        assert_eq!(edit_object(raw(written), |m| m.remove("a")).get(), "{}");
+        assert_eq!(edit_object(raw("[1]"), |m| m.insert("a", 1)).get(), "[1]");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use cancelkit::JsonRpcError;
 use cancelkit::protocol::jsonrpc::{ErrorCode, RequestId};
-use cancelkit::wire::members::Members;
+use cancelkit::wire::members::edit_object;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -17,17 +17,15 @@ pub(super) fn with_run_id(result: Box<RawValue>, run_id: Option<&str>) -> Box<Ra
     let Some(run_id) = run_id else {
         return result;
     };
-    let named = Members::read(result.get()).and_then(|mut members| {
-        let edited = members.edit("_meta", |meta| match meta.as_object_mut() {
+    edit_object(result, |members| {
+        members.edit("_meta", |meta| match meta.as_object_mut() {
             Some(meta) => {
                 meta.insert(RUN_ID_META.into(), json!(run_id));
                 true
             }
             None => false,
-        });
-        edited.then(|| members.to_raw()).flatten()
-    });
-    named.unwrap_or(result)
+        })
+    })
 }
 
 /// A JSON-RPC result response.
@@ -99,6 +97,7 @@ pub fn cancelled_error(id: &RequestId, run_id: Option<&str>, reason: Option<&str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cancelkit::wire::members::Members;
 
     #[test]
     fn a_cancelled_call_is_answered_as_ever() {

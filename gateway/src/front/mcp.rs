@@ -28,7 +28,7 @@ use axum::response::Response;
 use cancelkit::http::server::{HttpRequest, McpHttpServer};
 use cancelkit::peer::{Context, McpRevision, Peer, Protocol, Router};
 use cancelkit::protocol::jsonrpc::ErrorCode;
-use cancelkit::wire::members::Members;
+use cancelkit::wire::members::edit_object;
 use cancelkit::wire::meta::SERVER_INFO;
 use cancelkit::{CancelReason, JsonRpcError, cancellable};
 use serde_json::value::RawValue;
@@ -279,13 +279,7 @@ fn answer(reply: calls::Reply, legacy: bool) -> Result<Box<RawValue>, JsonRpcErr
     if !legacy {
         return Ok(result);
     }
-    let without = Members::read(result.get()).and_then(|mut members| {
-        members
-            .remove("resultType")
-            .then(|| members.to_raw())
-            .flatten()
-    });
-    Ok(without.unwrap_or(result))
+    Ok(edit_object(result, |members| members.remove("resultType")))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use cancelkit_protocol::jsonrpc::ErrorCode;
-use cancelkit_wire::members::Members;
+use cancelkit_wire::members::edit_object;
 use cancelkit_wire::meta::{self, CLIENT_CAPABILITIES};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -252,21 +252,18 @@ impl ClientMeta {
         };
         let info = self.info.as_ref().or(self.learned_info.get());
         let stamp = meta::Stamp::new(&self.capabilities).with_info(info);
-        let stamped = Members::read(params.get()).and_then(|mut members| {
-            members
-                .edit("_meta", |meta| {
-                    meta::stamp_meta(meta, &stamp, meta::Existing::Keep)
-                })
-                .then(|| members.to_raw())
-                .flatten()
-        });
-        Some(stamped.unwrap_or(params))
+        Some(edit_object(params, |members| {
+            members.edit("_meta", |meta| {
+                meta::stamp_meta(meta, &stamp, meta::Existing::Keep)
+            })
+        }))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cancelkit_wire::members::Members;
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_owned()).unwrap()

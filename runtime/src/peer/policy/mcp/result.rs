@@ -7,7 +7,7 @@
 //! name, never by searching the text, and nothing nested is parsed or rebuilt — except the one
 //! member an edit reaches into (`capabilities` of a `server/discover` result).
 
-use cancelkit_wire::members::Members;
+use cancelkit_wire::members::{Members, edit_object};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -31,26 +31,22 @@ pub(crate) enum Completion<'a> {
 /// Completes a 2026-07-28 result. Only an object is edited; anything else (and text that is
 /// not JSON, which a handler cannot produce) is sent as it is.
 pub(crate) fn complete(result: Box<RawValue>, completion: Completion<'_>) -> Box<RawValue> {
-    let Some(mut members) = Members::read(result.get()) else {
-        return result;
-    };
-    let mut edited = members.insert_first("resultType", "complete");
-    match completion {
-        Completion::Plain => {}
-        Completion::Cacheable => edited |= cache_fields(&mut members),
-        Completion::Discover { supported, tasks } => {
-            edited |= members.insert("supportedVersions", supported);
-            edited |= cache_fields(&mut members);
-            edited |= members.insert("capabilities", Map::new());
-            if tasks {
-                edited |= members.edit("capabilities", declare_tasks_extension);
+    edit_object(result, |members| {
+        let mut edited = members.insert_first("resultType", "complete");
+        match completion {
+            Completion::Plain => {}
+            Completion::Cacheable => edited |= cache_fields(members),
+            Completion::Discover { supported, tasks } => {
+                edited |= members.insert("supportedVersions", supported);
+                edited |= cache_fields(members);
+                edited |= members.insert("capabilities", Map::new());
+                if tasks {
+                    edited |= members.edit("capabilities", declare_tasks_extension);
+                }
             }
         }
-    }
-    if !edited {
-        return result;
-    }
-    members.to_raw().unwrap_or(result)
+        edited
+    })
 }
 
 /// `ttlMs: 0` and `cacheScope: "private"` (do not cache, never share across users) where the
